@@ -1,0 +1,163 @@
+"""The call and result objects every part of Stockade passes around.
+
+They are slotted dataclasses rather than pydantic models because one of each is built per call
+on the hot path (a dataclass costs a fraction of a model); `to_dict` / `from_dict` are the
+validated boundary to JSON.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from engine.content import Block, block_from_dict, block_to_dict, text_of
+from policies import Decision, Effect
+
+Status = Literal["ok", "error", "denied", "timeout", "cancelled"]
+STATUSES: tuple[Status, ...] = ("ok", "error", "denied", "timeout", "cancelled")
+
+
+def new_call_id() -> str:
+    """A fresh call id for calls whose format does not carry one (XML, hand-made calls)."""
+    return "call_" + os.urandom(8).hex()
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCall:
+    """One request from an agent to run a tool.
+
+    ``arguments`` is a mapping, or the raw JSON text a model produced (validated by the engine,
+    so malformed JSON becomes an error result rather than an exception). ``subject`` names the
+    agent on whose behalf the call runs; policies decide per subject.
+    """
+
+    name: str
+    arguments: Mapping[str, Any] | str = field(default_factory=dict)
+    id: str = field(default_factory=new_call_id)
+    subject: str = "agent"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        args = self.arguments if isinstance(self.arguments, str) else dict(self.arguments)
+        return {"id": self.id, "name": self.name, "arguments": args, "subject": self.subject}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
+        """Build from `to_dict` output (or any mapping with ``name`` and ``arguments``)."""
+        if not isinstance(data.get("name"), str) or not data["name"]:
+            raise ValueError(
+                f"a tool call needs a non-empty string 'name'; got {data.get('name')!r}"
+            )
+        args = data.get("arguments", {})
+        if not isinstance(args, str | Mapping):
+            raise ValueError(
+                f"tool call {data['name']!r}: 'arguments' must be an object or a JSON string, "
+                f"not {type(args).__name__}"
+            )
+        extra: dict[str, Any] = {}
+        if data.get("id"):
+            extra["id"] = str(data["id"])
+        if data.get("subject"):
+            extra["subject"] = str(data["subject"])
+        return cls(name=data["name"], arguments=args, **extra)
+
+
+@dataclass(slots=True, frozen=True)
+class ErrorInfo:
+    """What went wrong: the exception type's name and its message."""
+
+    type: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}"
+
+    @classmethod
+    def of(cls, exc: BaseException) -> ErrorInfo:
+        """Describe an exception, falling back to its repr when it has no message."""
+        return cls(type(exc).__name__, str(exc) or repr(exc))
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolResult:
+    """The outcome of one call. Exactly one is produced for every call the engine receives."""
+
+    call_id: str
+    tool: str
+    status: Status
+    content: list[Block] = field(default_factory=list)
+    error: ErrorInfo | None = None
+    decision: Decision | None = None
+    attempts: int = 0
+    duration_s: float = 0.0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the tool ran and succeeded."""
+        return self.status == "ok"
+
+    @property
+    def text(self) -> str:
+        """The content as text; for failures, the error line (what a model should be shown)."""
+        if self.error is not None and not self.content:
+            return str(self.error)
+        return text_of(self.content)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (metadata must itself be JSON-compatible)."""
+        decision = self.decision
+        return {
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "status": self.status,
+            "content": [block_to_dict(b) for b in self.content],
+            "error": None
+            if self.error is None
+            else {"type": self.error.type, "message": self.error.message},
+            "decision": None
+            if decision is None
+            else {
+                "effect": decision.effect.value,
+                "rule": decision.rule,
+                "reason": decision.reason,
+            },
+            "attempts": self.attempts,
+            "duration_s": self.duration_s,
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolResult:
+        """Inverse of `to_dict`."""
+        status = data["status"]
+        if status not in STATUSES:
+            raise ValueError(f"unknown result status {status!r}; expected one of {STATUSES}")
+        err = data.get("error")
+        dec = data.get("decision")
+        return cls(
+            call_id=str(data["call_id"]),
+            tool=str(data["tool"]),
+            status=status,
+            content=[block_from_dict(b) for b in data.get("content", [])],
+            error=None if not err else ErrorInfo(str(err["type"]), str(err["message"])),
+            decision=None
+            if not dec
+            else Decision(Effect(dec["effect"]), dec.get("rule"), str(dec.get("reason", ""))),
+            attempts=int(data.get("attempts", 0)),
+            duration_s=float(data.get("duration_s", 0.0)),
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+@dataclass(slots=True)
+class ToolChunk:
+    """One piece of a streamed call. The last chunk has ``is_last`` set and carries the result."""
+
+    call_id: str
+    tool: str
+    content: list[Block]
+    is_last: bool = False
+    result: ToolResult | None = None

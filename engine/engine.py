@@ -1,0 +1,829 @@
+"""The engine: every tool call goes through the same eight steps, and none escapes them.
+
+    resolve -> validate -> classify -> decide -> schedule -> run -> result -> record
+
+Each step is a method named for it. `call` runs them in line (it is the hot path, measured in
+benchmarks/); `stream` runs the same steps but delivers chunks while the tool works; `call_many`
+and `submit` are built on `call`. A tool's failure of any kind becomes a `ToolResult`; only the
+caller's own cancellation propagates (after the cancelled call is recorded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import inspect
+import logging
+import math
+import posixpath
+import random
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any
+
+import orjson
+
+from engine.callcontext import CallContext
+from engine.calls import ErrorInfo, Status, ToolCall, ToolChunk, ToolResult
+from engine.content import Block, TextBlock, ToolOutput, merge_blocks, to_content
+from engine.context import SILENT_EMITTER, ContextLevel, ContextLike, Emitter, ToolContext
+from engine.deadline import Deadline
+from engine.errors import (
+    ArgumentError,
+    CallError,
+    OutputError,
+    PermissionDeniedError,
+    ToolTimeoutError,
+    UnknownToolError,
+)
+from engine.retry import DEFAULT_RETRY, RetryPolicy
+from engine.scheduler import Scheduler
+from engine.schema import REQUIRED
+from engine.tool import Access, Mode, RegisteredTool
+from engine.toolkit import Toolkit
+from policies import Decision, Effect, strictest
+
+log = logging.getLogger("stockade.engine")
+
+WORKSPACE = "/workspace"
+Approver = Callable[[ToolCall, Decision], "bool | Awaitable[bool]"]
+
+# The policy seam: until a policy engine is attached, every call is allowed by this decision,
+# and tools' own check_permissions hooks can still warn, ask or deny.
+NO_POLICY = Decision(Effect.ALLOW, None, "no policy configured: calls are allowed")
+
+
+@dataclass(frozen=True, slots=True)
+class CallFacts:
+    """What the policy needs to know about a call, derived before it runs."""
+
+    read_only: bool
+    concurrency_safe: bool
+    paths: tuple[tuple[str, Access], ...] = ()
+    command: str | None = None
+
+
+@dataclass(slots=True)
+class _Admitted:
+    """A call that passed resolve, validate, classify and decide."""
+
+    tool: RegisteredTool
+    kwargs: dict[str, Any]
+    ctx: ToolContext
+    decision: Decision
+    facts: CallFacts
+    metadata: dict[str, Any]
+
+
+class _Failed(Exception):
+    """A run that ended in failure after ``attempts`` attempts."""
+
+    def __init__(self, error: BaseException, attempts: int, status: Status) -> None:
+        self.error = error
+        self.attempts = attempts
+        self.status = status
+
+
+class Engine:
+    """Runs tool calls from a `Toolkit` safely.
+
+    ``context`` objects are injected by type (agent level: beats the toolkit's, loses to a
+    call's). ``approver(call, decision)`` answers "ask" decisions (it may be async); without one,
+    "ask" means deny. ``default_timeout`` applies to tools that declare none; ``retry`` is the
+    policy for tools that declare none. Use as ``async with Engine(...) as engine:`` or call
+    `aclose` to stop submitted calls and worker threads.
+    """
+
+    def __init__(
+        self,
+        toolkit: Toolkit,
+        *,
+        approver: Approver | None = None,
+        context: ContextLike = None,
+        default_timeout: float = 30.0,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        max_argument_bytes: int = 1_000_000,
+        max_result_chars: int = 1_000_000,
+        max_workers: int | None = None,
+        history: int = 10_000,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not math.isfinite(default_timeout) or default_timeout <= 0:
+            raise ValueError(f"default_timeout must be a positive number, got {default_timeout}")
+        self.toolkit = toolkit
+        self.approver = approver
+        self.context = ContextLevel(context)
+        self.default_timeout = default_timeout
+        self.retry = retry
+        self.max_argument_bytes = max_argument_bytes
+        self.max_result_chars = max_result_chars
+        self.calls = CallContext(history=history)
+        self._scheduler = Scheduler()
+        self._rng = rng or random.Random()
+        self._max_workers = max_workers
+        self._executor: ThreadPoolExecutor | None = None
+        self._submitted: set[asyncio.Task[ToolResult]] = set()
+        self._facts: dict[RegisteredTool, CallFacts] = {}
+        self._closed = False
+
+    async def __aenter__(self) -> Engine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Cancel submitted calls still running, wait for them, release worker threads."""
+        self._closed = True
+        for task in list(self._submitted):
+            task.cancel()
+        if self._submitted:
+            await asyncio.gather(*self._submitted, return_exceptions=True)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    # -- public entry points -----------------------------------------------------------------
+
+    async def call(self, call: ToolCall, *, context: ContextLike = None) -> ToolResult:
+        """Run one call through every step and return its result. Never raises for a tool's
+        fault; re-raises the caller's own cancellation after recording the call as cancelled."""
+        started = perf_counter()
+        self.calls.track(call)
+        admitted: _Admitted | None = None
+        try:
+            outcome = self._admit(call, context, SILENT_EMITTER, started)
+            if type(outcome) is not _Admitted and type(outcome) is not ToolResult:
+                outcome = await outcome  # an "ask" decision waiting for the approver
+            if type(outcome) is _Admitted:
+                admitted = outcome
+                result = await self._schedule_and_run(call, admitted, started)
+            else:
+                result = outcome
+        except asyncio.CancelledError:
+            self.calls.record(self._cancelled(call, admitted, started))
+            raise
+        self.calls.record(result)
+        return result
+
+    async def call_many(
+        self, calls: Iterable[ToolCall], *, context: ContextLike = None
+    ) -> list[ToolResult]:
+        """Run calls and return their results in input order. Consecutive concurrency-safe
+        calls run together; any other call runs alone, after those before it."""
+        batch_calls = list(calls)
+        results: list[ToolResult | None] = [None] * len(batch_calls)
+        batch: list[int] = []
+
+        async def flush() -> None:
+            if len(batch) == 1:
+                results[batch[0]] = await self.call(batch_calls[batch[0]], context=context)
+            elif batch:
+                done = await asyncio.gather(
+                    *(self.call(batch_calls[i], context=context) for i in batch)
+                )
+                for i, r in zip(batch, done, strict=True):
+                    results[i] = r
+            batch.clear()
+
+        for index, item in enumerate(batch_calls):
+            tool = self.toolkit.resolve(item.name)
+            if tool is None or tool.spec.shares:
+                batch.append(index)
+                continue
+            await flush()
+            results[index] = await self.call(item, context=context)
+        await flush()
+        return [r for r in results if r is not None]
+
+    def submit(self, call: ToolCall, *, context: ContextLike = None) -> asyncio.Task[ToolResult]:
+        """Start a call in the background and return its task at once. The call is pending in
+        `calls` immediately; its result reaches `calls` listeners and `calls.wait(id)`."""
+        if self._closed:
+            raise RuntimeError("this engine is closed; create a new Engine to submit calls")
+        self.calls.track(call)
+        task = asyncio.get_running_loop().create_task(
+            self.call(call, context=context), name=f"stockade:{call.name}:{call.id}"
+        )
+        self._submitted.add(task)
+        task.add_done_callback(self._submitted.discard)
+        return task
+
+    async def stream(
+        self, call: ToolCall, *, context: ContextLike = None
+    ) -> AsyncGenerator[ToolChunk, None]:
+        """Run one call and yield its chunks as they come; the last chunk has ``is_last`` set and
+        carries the result. Generator tools' yields and `Emitter` progress arrive as chunks.
+        Closing the iterator early stops the tool and records the call as cancelled; use
+        ``contextlib.aclosing`` so that happens promptly."""
+        started = perf_counter()
+        self.calls.track(call)
+        queue: asyncio.Queue[list[Block]] = asyncio.Queue()
+        admitted: _Admitted | None = None
+        result: ToolResult | None = None
+        try:
+            outcome = self._admit(call, context, Emitter(queue.put_nowait), started)
+            if type(outcome) is not _Admitted and type(outcome) is not ToolResult:
+                outcome = await outcome
+            if type(outcome) is _Admitted:
+                admitted = outcome
+                async with contextlib.aclosing(
+                    self._stream_run(call, admitted, queue, started)
+                ) as run:
+                    async for chunk in run:
+                        if chunk.is_last:
+                            result = chunk.result
+                        else:
+                            yield chunk
+            else:
+                result = outcome
+        except (asyncio.CancelledError, GeneratorExit):
+            self.calls.record(self._cancelled(call, admitted, started))
+            raise
+        assert result is not None
+        self.calls.record(result)
+        yield ToolChunk(
+            call.id, result.tool, result.content if admitted is None else [], True, result
+        )
+
+    async def _stream_run(
+        self, call: ToolCall, admitted: _Admitted, queue: asyncio.Queue[list[Block]], started: float
+    ) -> AsyncGenerator[ToolChunk, None]:
+        """Steps 5-7 for a streamed call: chunks as they come, then one chunk with the result."""
+        tool = admitted.tool
+        exclusive = not tool.spec.shares
+        timeout = tool.spec.timeout or self.default_timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        if not await self._acquire(exclusive, timeout):
+            result = self._timeout_result(call, admitted, started, 0, waited=True)
+            yield ToolChunk(call.id, tool.name, [], True, result)
+            return
+        producer = loop.create_task(self._produce(admitted, queue, deadline))
+        getter: asyncio.Task[list[Block]] | None = None
+        try:
+            while True:
+                getter = loop.create_task(queue.get())
+                await asyncio.wait(
+                    (getter, producer),
+                    timeout=max(0.0, deadline - loop.time()),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if getter.done():
+                    yield ToolChunk(call.id, tool.name, getter.result())
+                    continue
+                getter.cancel()
+                if not producer.done():
+                    result = self._timeout_result(call, admitted, started, 1)
+                    break
+                while not queue.empty():  # chunks put just before the tool finished
+                    yield ToolChunk(call.id, tool.name, queue.get_nowait())
+                result = self._finish_from_task(call, admitted, started, producer)
+                break
+        finally:
+            self._scheduler.release(exclusive)
+            for task in (getter, producer):
+                if task is not None and not task.done():
+                    task.cancel()
+            await asyncio.gather(producer, return_exceptions=True)
+        yield ToolChunk(call.id, tool.name, [], True, result)
+
+    # -- steps 1-4: resolve, validate, classify, decide ---------------------------------------
+
+    def _admit(
+        self, call: ToolCall, context: ContextLike, emitter: Emitter, started: float
+    ) -> _Admitted | ToolResult | Awaitable[_Admitted | ToolResult]:
+        tool = self.toolkit.resolve(call.name)
+        if tool is None:
+            return self._failure(
+                call, None, UnknownToolError(self.toolkit.unavailable_reason(call.name)), started
+            )
+        try:
+            kwargs, ctx, metadata = self._validate(tool, call, context, emitter)
+        except CallError as exc:
+            return self._failure(call, tool, exc, started)
+        facts = self._classify(tool, kwargs)
+        decision = self._decide(tool, kwargs, ctx)
+        if decision.effect is Effect.ASK:
+            return self._ask(call, tool, kwargs, ctx, facts, decision, metadata, started)
+        return self._verdict(call, tool, kwargs, ctx, facts, decision, metadata, started)
+
+    def _validate(
+        self, tool: RegisteredTool, call: ToolCall, context: ContextLike, emitter: Emitter
+    ) -> tuple[dict[str, Any], ToolContext, dict[str, Any]]:
+        """Step 2: parse and validate arguments, apply presets, inject context by type."""
+        arguments = self._parse_arguments(call.arguments)
+        metadata: dict[str, Any] = {}
+        if tool.hidden:
+            ignored = [k for k in arguments if k in tool.hidden]
+            if ignored:
+                arguments = {k: v for k, v in arguments.items() if k not in tool.hidden}
+                metadata["ignored_arguments"] = ignored
+                metadata.setdefault("warnings", []).append(
+                    f"argument(s) {', '.join(ignored)} are preset by the toolkit; the values "
+                    "given in the call were ignored"
+                )
+        kwargs = tool.validate(arguments)
+        levels = (ContextLevel(context), self.context, self.toolkit.context)
+        ctx = ToolContext(call, tool.name, emitter, levels)
+        for injection in tool.injections:
+            wanted = injection.type
+            if issubclass(wanted, Emitter):
+                value: Any = emitter
+            elif issubclass(wanted, ToolContext):
+                value = ctx
+            elif issubclass(wanted, ToolCall):
+                value = call
+            else:
+                value = ctx.get(wanted, REQUIRED)
+                if value is REQUIRED:
+                    if injection.default is REQUIRED:
+                        ctx.require(wanted)  # raises ContextMissingError with the full story
+                    value = injection.default
+            kwargs[injection.name] = value
+        return kwargs, ctx, metadata
+
+    def _parse_arguments(self, arguments: Mapping[str, Any] | str) -> Mapping[str, Any]:
+        limit = self.max_argument_bytes
+        if isinstance(arguments, str):
+            if len(arguments) > limit:
+                raise ArgumentError(
+                    f"arguments are {len(arguments)} characters, over the limit of {limit}; "
+                    "send less data (write large content to a file first)"
+                )
+            try:
+                parsed = orjson.loads(arguments) if arguments.strip() else {}
+            except orjson.JSONDecodeError as exc:
+                raise ArgumentError(
+                    f"arguments are not valid JSON ({exc}); send a JSON object"
+                ) from None
+            if not isinstance(parsed, dict):
+                raise ArgumentError(f"arguments must be a JSON object, not {type(parsed).__name__}")
+            return parsed
+        if not isinstance(arguments, Mapping):
+            raise ArgumentError(
+                f"arguments must be a mapping or a JSON string, not {type(arguments).__name__}"
+            )
+        try:
+            size = len(orjson.dumps(arguments, default=str, option=orjson.OPT_NON_STR_KEYS))
+        except (orjson.JSONEncodeError, TypeError) as exc:
+            raise ArgumentError(f"arguments cannot be measured as JSON ({exc})") from None
+        if size > limit:
+            raise ArgumentError(
+                f"arguments are {size} bytes as JSON, over the limit of {limit}; send less data"
+            )
+        return arguments
+
+    def _classify(self, tool: RegisteredTool, kwargs: Mapping[str, Any]) -> CallFacts:
+        """Step 3: the facts a policy decides on. Paths are resolved lexically against
+        /workspace here; the virtual filesystem resolves them for real when attached."""
+        spec = tool.spec
+        if not spec.paths:
+            facts = self._facts.get(tool)
+            if facts is None:
+                facts = self._facts[tool] = CallFacts(spec.read_only, spec.shares)
+            return facts
+        paths: list[tuple[str, Access]] = []
+        for name, access in spec.paths.items():
+            value = kwargs.get(name)
+            values = value if isinstance(value, list | tuple) else [value]
+            paths.extend((_lexical(v), access) for v in values if isinstance(v, str))
+        return CallFacts(spec.read_only, spec.shares, tuple(paths))
+
+    def _decide(self, tool: RegisteredTool, kwargs: dict[str, Any], ctx: ToolContext) -> Decision:
+        """Step 4: the policy seam, then the tool's own permission hook; the stricter wins.
+        A hook that fails denies: a permission check never fails open."""
+        decision = NO_POLICY
+        check = tool.permission_check
+        if check is not None:
+            try:
+                verdict = check(kwargs, ctx)
+            except Exception as exc:
+                return Decision(
+                    Effect.DENY,
+                    f"{tool.name}.check_permissions",
+                    f"the permission check failed ({type(exc).__name__}: {exc}), so the call is "
+                    "denied",
+                )
+            if verdict is not None and not isinstance(verdict, Decision):
+                return Decision(
+                    Effect.DENY,
+                    f"{tool.name}.check_permissions",
+                    f"the permission check returned {type(verdict).__name__}, not a Decision",
+                )
+            decision = strictest(decision, verdict)
+        return decision
+
+    async def _ask(
+        self,
+        call: ToolCall,
+        tool: RegisteredTool,
+        kwargs: dict[str, Any],
+        ctx: ToolContext,
+        facts: CallFacts,
+        decision: Decision,
+        metadata: dict[str, Any],
+        started: float,
+    ) -> _Admitted | ToolResult:
+        if self.approver is None:
+            final = Decision(
+                Effect.DENY,
+                decision.rule,
+                f"{decision.reason} — approval needed, and no approver is configured",
+            )
+        else:
+            try:
+                answer = self.approver(call, decision)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+            except Exception as exc:
+                answer = False
+                metadata.setdefault("warnings", []).append(
+                    f"the approver failed ({type(exc).__name__}: {exc}); treated as a refusal"
+                )
+            verdict = "approved" if answer is True else "refused"
+            final = Decision(
+                Effect.ALLOW if answer is True else Effect.DENY,
+                decision.rule,
+                f"{decision.reason} — {verdict} by the approver",
+            )
+        metadata["approval"] = "approved" if final.effect is Effect.ALLOW else "refused"
+        return self._verdict(call, tool, kwargs, ctx, facts, final, metadata, started)
+
+    def _verdict(
+        self,
+        call: ToolCall,
+        tool: RegisteredTool,
+        kwargs: dict[str, Any],
+        ctx: ToolContext,
+        facts: CallFacts,
+        decision: Decision,
+        metadata: dict[str, Any],
+        started: float,
+    ) -> _Admitted | ToolResult:
+        if decision.effect is Effect.DENY:
+            return ToolResult(
+                call_id=call.id,
+                tool=tool.name,
+                status="denied",
+                error=ErrorInfo(PermissionDeniedError.__name__, decision.reason),
+                decision=decision,
+                duration_s=perf_counter() - started,
+                metadata=metadata,
+            )
+        if decision.effect is Effect.WARN:
+            metadata.setdefault("warnings", []).append(decision.reason)
+            log.warning(
+                "tool %s (call %s) runs with a warning: %s", tool.name, call.id, decision.reason
+            )
+        return _Admitted(tool, kwargs, ctx, decision, facts, metadata)
+
+    # -- steps 5-7: schedule, run, result ----------------------------------------------------
+
+    async def _schedule_and_run(
+        self, call: ToolCall, admitted: _Admitted, started: float
+    ) -> ToolResult:
+        tool = admitted.tool
+        exclusive = not tool.spec.shares
+        timeout = tool.spec.timeout or self.default_timeout
+        scheduler = self._scheduler
+        if not scheduler.try_acquire(exclusive) and not await self._acquire(exclusive, timeout):
+            return self._timeout_result(call, admitted, started, 0, waited=True)
+        try:
+            value, attempts = await self._run(admitted, timeout)
+        except _Failed as failed:
+            return self._result_of_failure(call, admitted, started, failed)
+        finally:
+            scheduler.release(exclusive)
+        return self._result(call, admitted, started, value, attempts)
+
+    async def _acquire(self, exclusive: bool, limit_s: float) -> bool:
+        """Step 5 (slow path): wait for a slot, at most ``limit_s`` seconds."""
+        deadline = Deadline(limit_s)
+        try:
+            await self._scheduler.acquire(exclusive)
+        except asyncio.CancelledError:
+            if deadline.stop():
+                return False
+            raise
+        deadline.stop()
+        return True
+
+    async def _run(self, admitted: _Admitted, limit_s: float) -> tuple[Any, int]:
+        """Step 6: attempts with a timeout each, retried per the retry policy."""
+        tool = admitted.tool
+        policy = tool.spec.retry or self.retry
+        safe = tool.spec.idempotent or tool.spec.read_only
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self._attempt(admitted, limit_s), attempt
+            except asyncio.CancelledError:
+                raise
+            except (Exception, SystemExit) as exc:
+                if not policy.should_retry(exc, attempt, safe_tool=safe):
+                    status: Status = "timeout" if isinstance(exc, ToolTimeoutError) else "error"
+                    raise _Failed(exc, attempt, status) from None
+                delay = policy.delay(attempt, self._rng)
+                admitted.metadata.setdefault("retries", []).append(
+                    {
+                        "attempt": attempt,
+                        "error": str(ErrorInfo.of(exc)),
+                        "delay_s": round(delay, 4),
+                    }
+                )
+                log.info(
+                    "retrying %s after %s (attempt %d, waiting %.3fs)",
+                    tool.name,
+                    exc,
+                    attempt,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+
+    async def _attempt(self, admitted: _Admitted, limit_s: float) -> Any:
+        tool = admitted.tool
+        mode = tool.mode
+        deadline = Deadline(limit_s)
+        try:
+            if mode is Mode.ASYNC:
+                value = await tool.invoke(admitted.kwargs, admitted.ctx)
+            elif mode is Mode.SYNC:
+                value = await self._in_thread(tool.invoke, admitted.kwargs, admitted.ctx)
+                if inspect.isawaitable(value):
+                    value = await value
+            elif mode is Mode.ASYNC_GEN:
+                value = await _drain_async(tool.invoke(admitted.kwargs, admitted.ctx))
+            elif mode is Mode.SYNC_GEN:
+                value = await self._in_thread(
+                    _drain_sync, tool.invoke, admitted.kwargs, admitted.ctx
+                )
+            else:
+                value = await self._external(admitted)
+        except asyncio.CancelledError:
+            if deadline.stop():
+                if mode in (Mode.SYNC, Mode.SYNC_GEN):
+                    admitted.metadata.setdefault("warnings", []).append(
+                        "the tool's worker thread was still running at the timeout; it cannot be "
+                        "killed and keeps its thread until it returns"
+                    )
+                raise ToolTimeoutError(
+                    f"tool {tool.name!r} did not finish within {limit_s:g}s"
+                ) from None
+            raise
+        deadline.stop()
+        return value
+
+    def _in_thread(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        executor = self._executor
+        if executor is None:
+            executor = self._executor = ThreadPoolExecutor(
+                max_workers=self._max_workers, thread_name_prefix="stockade-tool"
+            )
+        context = contextvars.copy_context()
+        return asyncio.get_running_loop().run_in_executor(
+            executor, functools.partial(context.run, fn, *args)
+        )
+
+    async def _external(self, admitted: _Admitted) -> Any:
+        call_id = admitted.ctx.call.id
+        future = self.calls.expect_external(call_id)
+        try:
+            return await future
+        finally:
+            self.calls.forget_external(call_id)
+
+    async def _produce(
+        self, admitted: _Admitted, queue: asyncio.Queue[list[Block]], deadline: float
+    ) -> tuple[Any, int]:
+        """The streaming run: generator yields go to ``queue`` as they come. Retries happen
+        only while nothing has been delivered, so a consumer never sees a chunk twice."""
+        tool = admitted.tool
+        if tool.mode not in (Mode.ASYNC_GEN, Mode.SYNC_GEN):
+            remaining = max(0.001, deadline - asyncio.get_running_loop().time())
+            return await self._run(admitted, remaining)
+        policy = tool.spec.retry or self.retry
+        safe = tool.spec.idempotent or tool.spec.read_only
+        attempt = 0
+        while True:
+            attempt += 1
+            collected: list[Block] = []
+            try:
+                if tool.mode is Mode.ASYNC_GEN:
+                    agen = tool.invoke(admitted.kwargs, admitted.ctx)
+                    try:
+                        async for item in agen:
+                            blocks = to_content(item)
+                            collected.extend(blocks)
+                            queue.put_nowait(blocks)
+                    finally:
+                        await agen.aclose()
+                else:
+                    gen = tool.invoke(admitted.kwargs, admitted.ctx)  # creating it runs nothing
+                    try:
+                        while True:
+                            done, item = await self._in_thread(_next_or_done, gen)
+                            if done:
+                                break
+                            blocks = to_content(item)
+                            collected.extend(blocks)
+                            queue.put_nowait(blocks)
+                    finally:
+                        await self._in_thread(gen.close)
+                return merge_blocks(collected), attempt
+            except asyncio.CancelledError:
+                raise
+            except (Exception, SystemExit) as exc:
+                if collected or not policy.should_retry(exc, attempt, safe_tool=safe):
+                    raise _Failed(exc, attempt, "error") from None
+                delay = policy.delay(attempt, self._rng)
+                admitted.metadata.setdefault("retries", []).append(
+                    {
+                        "attempt": attempt,
+                        "error": str(ErrorInfo.of(exc)),
+                        "delay_s": round(delay, 4),
+                    }
+                )
+                await asyncio.sleep(delay)
+
+    def _finish_from_task(
+        self,
+        call: ToolCall,
+        admitted: _Admitted,
+        started: float,
+        producer: asyncio.Task[tuple[Any, int]],
+    ) -> ToolResult:
+        error = producer.exception()
+        if isinstance(error, _Failed):
+            return self._result_of_failure(call, admitted, started, error)
+        if error is not None:
+            return self._result_of_failure(call, admitted, started, _Failed(error, 1, "error"))
+        value, attempts = producer.result()
+        return self._result(call, admitted, started, value, attempts)
+
+    def _result(
+        self, call: ToolCall, admitted: _Admitted, started: float, value: Any, attempts: int
+    ) -> ToolResult:
+        """Step 7: content from the return value, size cap, postprocess."""
+        metadata = admitted.metadata
+        try:
+            if isinstance(value, ToolOutput):
+                metadata.update(value.metadata)
+                value = value.content
+            content = to_content(value)
+        except OutputError as exc:
+            return self._result_of_failure(call, admitted, started, _Failed(exc, attempts, "error"))
+        if self.max_result_chars:
+            content = self._capped(content, metadata)
+        result = ToolResult(
+            call_id=call.id,
+            tool=admitted.tool.name,
+            status="ok",
+            content=content,
+            decision=admitted.decision,
+            attempts=attempts,
+            duration_s=perf_counter() - started,
+            metadata=metadata,
+        )
+        return self._postprocess(call, admitted.tool, result)
+
+    def _capped(self, content: list[Block], metadata: dict[str, Any]) -> list[Block]:
+        limit = self.max_result_chars
+        total = 0
+        for index, block in enumerate(content):
+            if isinstance(block, TextBlock):
+                total += len(block.text)
+                if total > limit:
+                    keep = len(block.text) - (total - limit)
+                    full = sum(len(b.text) for b in content if isinstance(b, TextBlock))
+                    metadata["truncated"] = {"chars": full, "kept": limit}
+                    note = f"\n[output truncated: {full} characters, the first {limit} shown]"
+                    return [*content[:index], TextBlock(block.text[:keep] + note)]
+        return content
+
+    def _postprocess(self, call: ToolCall, tool: RegisteredTool, result: ToolResult) -> ToolResult:
+        hook = tool.postprocess
+        if hook is None:
+            return result
+        try:
+            replaced = hook(call, result)
+        except Exception as exc:
+            result.status = "error"
+            result.error = ErrorInfo(
+                type(exc).__name__, f"the postprocess hook of {tool.name!r} failed: {exc}"
+            )
+            return result
+        if replaced is None:
+            return result
+        if not isinstance(replaced, ToolResult):
+            result.status = "error"
+            result.error = ErrorInfo(
+                OutputError.__name__,
+                f"the postprocess hook of {tool.name!r} returned {type(replaced).__name__}, "
+                "not a ToolResult or None",
+            )
+            return result
+        return replaced
+
+    # -- results for the unhappy paths ---------------------------------------------------------
+
+    def _failure(
+        self, call: ToolCall, tool: RegisteredTool | None, error: BaseException, started: float
+    ) -> ToolResult:
+        return ToolResult(
+            call_id=call.id,
+            tool=tool.name if tool else call.name,
+            status="error",
+            error=ErrorInfo.of(error),
+            duration_s=perf_counter() - started,
+        )
+
+    def _result_of_failure(
+        self, call: ToolCall, admitted: _Admitted, started: float, failed: _Failed
+    ) -> ToolResult:
+        result = ToolResult(
+            call_id=call.id,
+            tool=admitted.tool.name,
+            status=failed.status,
+            error=ErrorInfo.of(failed.error),
+            decision=admitted.decision,
+            attempts=failed.attempts,
+            duration_s=perf_counter() - started,
+            metadata=admitted.metadata,
+        )
+        return self._postprocess(call, admitted.tool, result)
+
+    def _timeout_result(
+        self,
+        call: ToolCall,
+        admitted: _Admitted,
+        started: float,
+        attempts: int,
+        *,
+        waited: bool = False,
+    ) -> ToolResult:
+        timeout = admitted.tool.spec.timeout or self.default_timeout
+        message = (
+            f"waited {timeout:g}s for a free slot (other calls held the engine) and gave up"
+            if waited
+            else f"tool {admitted.tool.name!r} did not finish within {timeout:g}s"
+        )
+        return ToolResult(
+            call_id=call.id,
+            tool=admitted.tool.name,
+            status="timeout",
+            error=ErrorInfo(ToolTimeoutError.__name__, message),
+            decision=admitted.decision,
+            attempts=attempts,
+            duration_s=perf_counter() - started,
+            metadata=admitted.metadata,
+        )
+
+    def _cancelled(self, call: ToolCall, admitted: _Admitted | None, started: float) -> ToolResult:
+        return ToolResult(
+            call_id=call.id,
+            tool=admitted.tool.name if admitted else call.name,
+            status="cancelled",
+            error=ErrorInfo("CancelledError", "the call was cancelled before it finished"),
+            decision=admitted.decision if admitted else None,
+            duration_s=perf_counter() - started,
+            metadata=admitted.metadata if admitted else {},
+        )
+
+
+async def _drain_async(agen: AsyncIterator[Any]) -> list[Block]:
+    collected: list[Block] = []
+    try:
+        async for item in agen:
+            collected.extend(to_content(item))
+    finally:
+        aclose = getattr(agen, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    return merge_blocks(collected)
+
+
+def _drain_sync(fn: Callable[..., Any], *args: Any) -> list[Block]:
+    collected: list[Block] = []
+    for item in fn(*args):
+        collected.extend(to_content(item))
+    return merge_blocks(collected)
+
+
+def _next_or_done(gen: Any) -> tuple[bool, Any]:
+    try:
+        return False, next(gen)
+    except StopIteration:
+        return True, None
+
+
+def _lexical(path: str) -> str:
+    """A path as the policy sees it without a filesystem: absolute, normalised, POSIX."""
+    joined = path if path.startswith("/") else posixpath.join(WORKSPACE, path)
+    normal = posixpath.normpath(joined)
+    return "/" + normal.lstrip("/")

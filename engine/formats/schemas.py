@@ -1,0 +1,47 @@
+"""Tool definitions in the shape each model API expects."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from engine.tool import RegisteredTool
+
+
+def openai_tool(tool: RegisteredTool) -> dict[str, Any]:
+    """OpenAI Chat Completions ``tools`` entry."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+def anthropic_tool(tool: RegisteredTool) -> dict[str, Any]:
+    """Anthropic Messages ``tools`` entry."""
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+
+
+def mcp_tool(tool: RegisteredTool) -> dict[str, Any]:
+    """MCP ``tools/list`` entry, with behaviour hints derived from the tool's attributes."""
+    spec = tool.spec
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": tool.parameters,
+        "annotations": {
+            "readOnlyHint": spec.read_only,
+            "destructiveHint": spec.destructive and not spec.read_only,
+            "idempotentHint": spec.idempotent or spec.read_only,
+        },
+    }
+
+
+RENDERERS: dict[str, Callable[[RegisteredTool], dict[str, Any]]] = {
+    "openai": openai_tool,
+    "anthropic": anthropic_tool,
+    "mcp": mcp_tool,
+}

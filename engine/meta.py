@@ -1,0 +1,53 @@
+"""The ``reset_tools`` meta tool: the agent chooses which tool groups are active.
+
+Its input is the *final* state of every non-basic group, not a change: a group not set to true
+is switched off whatever it was before. The answer carries the description and notes of each
+group that just became active, so the agent learns how to use what it switched on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from engine.context import ToolContext
+from engine.tool import ToolBase
+
+if TYPE_CHECKING:
+    from engine.toolkit import Toolkit
+
+
+class ResetTools(ToolBase):
+    """Choose which tool groups are active."""
+
+    name = "reset_tools"
+    description = (
+        "Choose which tool groups are active. Set a group to true to use its tools; every group "
+        "not set to true is switched off (this is the final state, not a change). Tools outside "
+        "groups are always available."
+    )
+
+    def __init__(self, toolkit: Toolkit) -> None:
+        from engine.toolkit import BASIC
+
+        self._toolkit = toolkit
+        fields: dict[str, Any] = {
+            g.name: (bool, Field(False, description=g.description or f"the {g.name} tools"))
+            for g in toolkit.groups
+            if g.name != BASIC
+        }
+        self.args_model: type[BaseModel] = create_model(
+            "reset_tools_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        newly = self._toolkit.set_active(args, reset=True)
+        active = [g for g in self._toolkit.groups if g.active and g.name != "basic"]
+        lines = ["Active tool groups: " + (", ".join(g.name for g in active) or "none") + "."]
+        for name in newly:
+            group = self._toolkit.group(name)
+            lines.append(f"\n## {group.name}\n{group.description}".rstrip())
+            if group.notes:
+                lines.append(group.notes)
+        return "\n".join(lines)
