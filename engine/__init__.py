@@ -1,0 +1,86 @@
+"""Stockade's engine: tools, the toolkit, call formats, and the call pipeline.
+
+Quick tour::
+
+    from engine import Engine, Toolkit, ToolCall, tool
+
+    @tool(read_only=True)
+    def add(a: int, b: int) -> int:
+        "Add two integers."
+        return a + b
+
+    toolkit = Toolkit()
+    toolkit.add(add)
+    result = await Engine(toolkit).call(ToolCall(name="add", arguments={"a": 1, "b": 2}))
+"""
+
+from engine.callcontext import CallContext
+from engine.calls import ErrorInfo, ToolCall, ToolChunk, ToolResult, new_call_id
+from engine.content import ImageBlock, TextBlock, ToolOutput
+from engine.context import Emitter, FromContext, ToolContext
+from engine.engine import CallFacts, Engine
+from engine.errors import (
+    ArgumentError,
+    CallError,
+    ContextMissingError,
+    DuplicateToolError,
+    FormatError,
+    GroupError,
+    OutputError,
+    PermissionDeniedError,
+    RetryableError,
+    SkillError,
+    StockadeError,
+    ToolDefinitionError,
+    ToolTimeoutError,
+    UnknownToolError,
+)
+from engine.registry import ToolRegistry
+from engine.retry import RetryPolicy
+from engine.skills import Skill
+from engine.tool import Mode, RegisteredTool, ToolBase, ToolSpec, tool
+from engine.toolkit import BASIC, ToolGroup, Toolkit
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BASIC",
+    "ArgumentError",
+    "CallContext",
+    "CallError",
+    "CallFacts",
+    "ContextMissingError",
+    "DuplicateToolError",
+    "Emitter",
+    "Engine",
+    "ErrorInfo",
+    "FormatError",
+    "FromContext",
+    "GroupError",
+    "ImageBlock",
+    "Mode",
+    "OutputError",
+    "PermissionDeniedError",
+    "RegisteredTool",
+    "RetryPolicy",
+    "RetryableError",
+    "Skill",
+    "SkillError",
+    "StockadeError",
+    "TextBlock",
+    "ToolBase",
+    "ToolCall",
+    "ToolChunk",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolGroup",
+    "ToolOutput",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSpec",
+    "ToolTimeoutError",
+    "Toolkit",
+    "UnknownToolError",
+    "new_call_id",
+    "tool",
+]

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
 import pydantic_core
 from pydantic import BaseModel
 
@@ -58,6 +59,16 @@ def to_content(value: Any) -> list[Block]:
     JSON-serialisable (numbers, dicts, lists, pydantic models, dataclasses, datetimes ...)
     becomes its JSON text. Raises `OutputError` naming the type when nothing fits.
     """
+    kind = type(value)
+    if kind is str:
+        return [TextBlock(value)]
+    if kind is list and value and all(isinstance(v, TextBlock | ImageBlock) for v in value):
+        return list(value)
+    if kind is int or kind is float or kind is dict or kind is list or kind is bool:
+        try:
+            return [TextBlock(orjson.dumps(value).decode())]
+        except (orjson.JSONEncodeError, TypeError):
+            pass  # NaN, non-str keys, odd values inside: let pydantic try below
     if isinstance(value, str):
         return [TextBlock(value)]
     if value is None:

@@ -23,15 +23,22 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from engine.callcontext import CallContext
 from engine.calls import ErrorInfo, Status, ToolCall, ToolChunk, ToolResult
 from engine.content import Block, TextBlock, ToolOutput, merge_blocks, to_content
-from engine.context import SILENT_EMITTER, ContextLevel, ContextLike, Emitter, ToolContext
-from engine.deadline import Deadline
+from engine.context import (
+    EMPTY_LEVEL,
+    SILENT_EMITTER,
+    ContextLevel,
+    ContextLike,
+    Emitter,
+    ToolContext,
+)
+from engine.deadline import Watchdog
 from engine.errors import (
     ArgumentError,
     CallError,
@@ -71,9 +78,10 @@ class CallFacts:
 class _Admitted:
     """A call that passed resolve, validate, classify and decide."""
 
+    call: ToolCall
     tool: RegisteredTool
     kwargs: dict[str, Any]
-    ctx: ToolContext
+    ctx: ToolContext | None
     decision: Decision
     facts: CallFacts
     metadata: dict[str, Any]
@@ -128,7 +136,15 @@ class Engine:
         self._executor: ThreadPoolExecutor | None = None
         self._submitted: set[asyncio.Task[ToolResult]] = set()
         self._facts: dict[RegisteredTool, CallFacts] = {}
+        self._watchdog: Watchdog | None = None
         self._closed = False
+
+    def _watch(self) -> Watchdog:
+        loop = asyncio.get_running_loop()
+        watchdog = self._watchdog
+        if watchdog is None or watchdog.loop is not loop:
+            watchdog = self._watchdog = Watchdog(loop)
+        return watchdog
 
     async def __aenter__(self) -> Engine:
         return self
@@ -157,13 +173,13 @@ class Engine:
         admitted: _Admitted | None = None
         try:
             outcome = self._admit(call, context, SILENT_EMITTER, started)
-            if type(outcome) is not _Admitted and type(outcome) is not ToolResult:
+            if not isinstance(outcome, _Admitted | ToolResult):
                 outcome = await outcome  # an "ask" decision waiting for the approver
-            if type(outcome) is _Admitted:
-                admitted = outcome
-                result = await self._schedule_and_run(call, admitted, started)
-            else:
+            if isinstance(outcome, ToolResult):
                 result = outcome
+            else:
+                admitted = outcome
+                result = await self._execute(call, admitted, started)
         except asyncio.CancelledError:
             self.calls.record(self._cancelled(call, admitted, started))
             raise
@@ -227,9 +243,9 @@ class Engine:
         result: ToolResult | None = None
         try:
             outcome = self._admit(call, context, Emitter(queue.put_nowait), started)
-            if type(outcome) is not _Admitted and type(outcome) is not ToolResult:
+            if not isinstance(outcome, _Admitted | ToolResult):
                 outcome = await outcome
-            if type(outcome) is _Admitted:
+            if isinstance(outcome, _Admitted):
                 admitted = outcome
                 async with contextlib.aclosing(
                     self._stream_run(call, admitted, queue, started)
@@ -314,7 +330,7 @@ class Engine:
 
     def _validate(
         self, tool: RegisteredTool, call: ToolCall, context: ContextLike, emitter: Emitter
-    ) -> tuple[dict[str, Any], ToolContext, dict[str, Any]]:
+    ) -> tuple[dict[str, Any], ToolContext | None, dict[str, Any]]:
         """Step 2: parse and validate arguments, apply presets, inject context by type."""
         arguments = self._parse_arguments(call.arguments)
         metadata: dict[str, Any] = {}
@@ -328,8 +344,12 @@ class Engine:
                     "given in the call were ignored"
                 )
         kwargs = tool.validate(arguments)
-        levels = (ContextLevel(context), self.context, self.toolkit.context)
-        ctx = ToolContext(call, tool.name, emitter, levels)
+        if not tool.needs_context:
+            return kwargs, None, metadata
+        call_level = EMPTY_LEVEL if context is None else ContextLevel(context)
+        ctx = ToolContext(
+            call, tool.name, emitter, (call_level, self.context, self.toolkit.context)
+        )
         for injection in tool.injections:
             wanted = injection.type
             if issubclass(wanted, Emitter):
@@ -364,7 +384,7 @@ class Engine:
             if not isinstance(parsed, dict):
                 raise ArgumentError(f"arguments must be a JSON object, not {type(parsed).__name__}")
             return parsed
-        if not isinstance(arguments, Mapping):
+        if type(arguments) is not dict and not isinstance(arguments, Mapping):
             raise ArgumentError(
                 f"arguments must be a mapping or a JSON string, not {type(arguments).__name__}"
             )
@@ -394,12 +414,14 @@ class Engine:
             paths.extend((_lexical(v), access) for v in values if isinstance(v, str))
         return CallFacts(spec.read_only, spec.shares, tuple(paths))
 
-    def _decide(self, tool: RegisteredTool, kwargs: dict[str, Any], ctx: ToolContext) -> Decision:
+    def _decide(
+        self, tool: RegisteredTool, kwargs: dict[str, Any], ctx: ToolContext | None
+    ) -> Decision:
         """Step 4: the policy seam, then the tool's own permission hook; the stricter wins.
         A hook that fails denies: a permission check never fails open."""
         decision = NO_POLICY
         check = tool.permission_check
-        if check is not None:
+        if check is not None and ctx is not None:
             try:
                 verdict = check(kwargs, ctx)
             except Exception as exc:
@@ -423,7 +445,7 @@ class Engine:
         call: ToolCall,
         tool: RegisteredTool,
         kwargs: dict[str, Any],
-        ctx: ToolContext,
+        ctx: ToolContext | None,
         facts: CallFacts,
         decision: Decision,
         metadata: dict[str, Any],
@@ -459,7 +481,7 @@ class Engine:
         call: ToolCall,
         tool: RegisteredTool,
         kwargs: dict[str, Any],
-        ctx: ToolContext,
+        ctx: ToolContext | None,
         facts: CallFacts,
         decision: Decision,
         metadata: dict[str, Any],
@@ -480,13 +502,11 @@ class Engine:
             log.warning(
                 "tool %s (call %s) runs with a warning: %s", tool.name, call.id, decision.reason
             )
-        return _Admitted(tool, kwargs, ctx, decision, facts, metadata)
+        return _Admitted(call, tool, kwargs, ctx, decision, facts, metadata)
 
     # -- steps 5-7: schedule, run, result ----------------------------------------------------
 
-    async def _schedule_and_run(
-        self, call: ToolCall, admitted: _Admitted, started: float
-    ) -> ToolResult:
+    async def _execute(self, call: ToolCall, admitted: _Admitted, started: float) -> ToolResult:
         tool = admitted.tool
         exclusive = not tool.spec.shares
         timeout = tool.spec.timeout or self.default_timeout
@@ -503,7 +523,7 @@ class Engine:
 
     async def _acquire(self, exclusive: bool, limit_s: float) -> bool:
         """Step 5 (slow path): wait for a slot, at most ``limit_s`` seconds."""
-        deadline = Deadline(limit_s)
+        deadline = self._watch().arm(limit_s)
         try:
             await self._scheduler.acquire(exclusive)
         except asyncio.CancelledError:
@@ -514,70 +534,67 @@ class Engine:
         return True
 
     async def _run(self, admitted: _Admitted, limit_s: float) -> tuple[Any, int]:
-        """Step 6: attempts with a timeout each, retried per the retry policy."""
+        """Step 6: attempts, each under its own deadline, retried per the retry policy."""
         tool = admitted.tool
-        policy = tool.spec.retry or self.retry
-        safe = tool.spec.idempotent or tool.spec.read_only
+        watchdog = self._watch()
         attempt = 0
         while True:
             attempt += 1
+            deadline = watchdog.arm(limit_s)
             try:
-                return await self._attempt(admitted, limit_s), attempt
+                value = await self._work(admitted)
+                if tool.mode is Mode.SYNC and inspect.isawaitable(value):
+                    value = await value  # a sync callable that returned a coroutine
             except asyncio.CancelledError:
-                raise
+                if not deadline.stop():
+                    raise
+                error: BaseException = self._timed_out(admitted, limit_s)
             except (Exception, SystemExit) as exc:
-                if not policy.should_retry(exc, attempt, safe_tool=safe):
-                    status: Status = "timeout" if isinstance(exc, ToolTimeoutError) else "error"
-                    raise _Failed(exc, attempt, status) from None
-                delay = policy.delay(attempt, self._rng)
-                admitted.metadata.setdefault("retries", []).append(
-                    {
-                        "attempt": attempt,
-                        "error": str(ErrorInfo.of(exc)),
-                        "delay_s": round(delay, 4),
-                    }
-                )
-                log.info(
-                    "retrying %s after %s (attempt %d, waiting %.3fs)",
-                    tool.name,
-                    exc,
-                    attempt,
-                    delay,
-                )
-                await asyncio.sleep(delay)
+                deadline.stop()
+                error = exc
+            else:
+                deadline.stop()
+                return value, attempt
+            await self._backoff(admitted, error, attempt)
 
-    async def _attempt(self, admitted: _Admitted, limit_s: float) -> Any:
+    def _work(self, admitted: _Admitted) -> Awaitable[Any]:
+        """The awaitable that does one attempt's work, by how the tool runs."""
         tool = admitted.tool
         mode = tool.mode
-        deadline = Deadline(limit_s)
-        try:
-            if mode is Mode.ASYNC:
-                value = await tool.invoke(admitted.kwargs, admitted.ctx)
-            elif mode is Mode.SYNC:
-                value = await self._in_thread(tool.invoke, admitted.kwargs, admitted.ctx)
-                if inspect.isawaitable(value):
-                    value = await value
-            elif mode is Mode.ASYNC_GEN:
-                value = await _drain_async(tool.invoke(admitted.kwargs, admitted.ctx))
-            elif mode is Mode.SYNC_GEN:
-                value = await self._in_thread(
-                    _drain_sync, tool.invoke, admitted.kwargs, admitted.ctx
-                )
-            else:
-                value = await self._external(admitted)
-        except asyncio.CancelledError:
-            if deadline.stop():
-                if mode in (Mode.SYNC, Mode.SYNC_GEN):
-                    admitted.metadata.setdefault("warnings", []).append(
-                        "the tool's worker thread was still running at the timeout; it cannot be "
-                        "killed and keeps its thread until it returns"
-                    )
-                raise ToolTimeoutError(
-                    f"tool {tool.name!r} did not finish within {limit_s:g}s"
-                ) from None
-            raise
-        deadline.stop()
-        return value
+        if mode is Mode.ASYNC:
+            return cast(Awaitable[Any], tool.invoke(admitted.kwargs, admitted.ctx))
+        if mode is Mode.SYNC:
+            return self._in_thread(tool.invoke, admitted.kwargs, admitted.ctx)
+        if mode is Mode.ASYNC_GEN:
+            return _drain_async(tool.invoke(admitted.kwargs, admitted.ctx))
+        if mode is Mode.SYNC_GEN:
+            return self._in_thread(_drain_sync, tool.invoke, admitted.kwargs, admitted.ctx)
+        return self._external(admitted)
+
+    def _timed_out(self, admitted: _Admitted, limit_s: float) -> ToolTimeoutError:
+        if admitted.tool.mode in (Mode.SYNC, Mode.SYNC_GEN):
+            admitted.metadata.setdefault("warnings", []).append(
+                "the tool's worker thread was still running at the timeout; a thread cannot be "
+                "killed, so it keeps running until the tool returns"
+            )
+        return ToolTimeoutError(f"tool {admitted.tool.name!r} did not finish within {limit_s:g}s")
+
+    async def _backoff(self, admitted: _Admitted, error: BaseException, attempt: int) -> None:
+        """Wait before the next attempt, or raise `_Failed` if there is none."""
+        tool = admitted.tool
+        policy = tool.spec.retry or self.retry
+        safe = tool.spec.idempotent or tool.spec.read_only
+        if not policy.should_retry(error, attempt, safe_tool=safe):
+            status: Status = "timeout" if isinstance(error, ToolTimeoutError) else "error"
+            raise _Failed(error, attempt, status)
+        delay = policy.delay(attempt, self._rng)
+        admitted.metadata.setdefault("retries", []).append(
+            {"attempt": attempt, "error": str(ErrorInfo.of(error)), "delay_s": round(delay, 4)}
+        )
+        log.info(
+            "retrying %s after %s (attempt %d, waiting %.3fs)", tool.name, error, attempt, delay
+        )
+        await asyncio.sleep(delay)
 
     def _in_thread(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         executor = self._executor
@@ -591,7 +608,7 @@ class Engine:
         )
 
     async def _external(self, admitted: _Admitted) -> Any:
-        call_id = admitted.ctx.call.id
+        call_id = admitted.call.id
         future = self.calls.expect_external(call_id)
         try:
             return await future
@@ -607,8 +624,6 @@ class Engine:
         if tool.mode not in (Mode.ASYNC_GEN, Mode.SYNC_GEN):
             remaining = max(0.001, deadline - asyncio.get_running_loop().time())
             return await self._run(admitted, remaining)
-        policy = tool.spec.retry or self.retry
-        safe = tool.spec.idempotent or tool.spec.read_only
         attempt = 0
         while True:
             attempt += 1
@@ -639,17 +654,9 @@ class Engine:
             except asyncio.CancelledError:
                 raise
             except (Exception, SystemExit) as exc:
-                if collected or not policy.should_retry(exc, attempt, safe_tool=safe):
+                if collected:
                     raise _Failed(exc, attempt, "error") from None
-                delay = policy.delay(attempt, self._rng)
-                admitted.metadata.setdefault("retries", []).append(
-                    {
-                        "attempt": attempt,
-                        "error": str(ErrorInfo.of(exc)),
-                        "delay_s": round(delay, 4),
-                    }
-                )
-                await asyncio.sleep(delay)
+                await self._backoff(admitted, exc, attempt)
 
     def _finish_from_task(
         self,
@@ -678,7 +685,8 @@ class Engine:
             content = to_content(value)
         except OutputError as exc:
             return self._result_of_failure(call, admitted, started, _Failed(exc, attempts, "error"))
-        if self.max_result_chars:
+        limit = self.max_result_chars
+        if limit and (len(content) != 1 or len(getattr(content[0], "text", "")) > limit):
             content = self._capped(content, metadata)
         result = ToolResult(
             call_id=call.id,

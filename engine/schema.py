@@ -185,7 +185,7 @@ def analyse_signature(
         raise ToolDefinitionError(
             f"tool {tool_name!r}: cannot read its signature ({exc})"
         ) from None
-    hint_source = target.__call__ if _is_callable_instance(target) else target
+    hint_source = type(target).__call__ if _is_callable_instance(target) else target
     try:
         hints = typing.get_type_hints(hint_source, include_extras=True)
     except Exception as exc:
@@ -302,7 +302,16 @@ def format_validation_error(exc: ValidationError) -> str:
 class ArgumentSchema:
     """The argument model and JSON Schema of one function tool, built on first use."""
 
-    __slots__ = ("_description", "_doc", "_info", "_json_schema", "_model", "_name", "_renames")
+    __slots__ = (
+        "_description",
+        "_doc",
+        "_info",
+        "_json_schema",
+        "_model",
+        "_name",
+        "_renames",
+        "_validate_python",
+    )
 
     def __init__(
         self, *, tool_name: str, info: SignatureInfo, doc: str | None, description: str | None
@@ -314,6 +323,7 @@ class ArgumentSchema:
         self._model: type[BaseModel] | None = None
         self._renames: tuple[tuple[str, str], ...] = ()
         self._json_schema: dict[str, Any] | None = None
+        self._validate_python: Callable[[Any], Any] | None = None
 
     @property
     def description(self) -> str:
@@ -340,7 +350,10 @@ class ArgumentSchema:
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validated keyword arguments; raises pydantic's ValidationError."""
-        instance = (self._model or self.model).model_validate(arguments)
+        validate = self._validate_python
+        if validate is None:
+            validate = self._validate_python = self.model.__pydantic_validator__.validate_python
+        instance = validate(arguments)
         values = dict(instance.__dict__)
         for internal, public in self._renames:
             values[public] = values.pop(internal)
@@ -361,7 +374,7 @@ class ArgumentSchema:
                 renames.append((name, alias))
             fields[name] = _field_for(param, param_docs.get(param.name), alias)
         try:
-            self._model = create_model(  # type: ignore[call-overload]
+            self._model = create_model(
                 f"{self._name}_arguments",
                 __config__=ConfigDict(extra="forbid", populate_by_name=False),
                 **fields,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypeVar, cast, overload
 
 import jsonschema
 from pydantic import BaseModel, ValidationError
@@ -291,7 +291,7 @@ class RegisteredTool:
     spec: ToolSpec
     schema: Schema
     mode: Mode
-    invoke: Callable[[dict[str, Any], ToolContext], Any]
+    invoke: Callable[[dict[str, Any], ToolContext | None], Any]
     presets: Mapping[str, Any]
     hidden: frozenset[str]
     injections: tuple[Injection, ...]
@@ -409,7 +409,7 @@ def compile_function(
     )
     mode = Mode.EXTERNAL if spec.external else _function_mode(fn)
 
-    def invoke(kwargs: dict[str, Any], ctx: ToolContext) -> Any:
+    def invoke(kwargs: dict[str, Any], ctx: ToolContext | None) -> Any:
         return fn(**kwargs)
 
     return RegisteredTool(
@@ -478,13 +478,47 @@ def compile_tool_base(
         spec=replace(spec, name=tool_name),
         schema=schema,
         mode=mode,
-        invoke=obj.run,
+        invoke=cast(Callable[[dict[str, Any], ToolContext | None], Any], obj.run),
         presets=MappingProxyType(presets),
         hidden=hidden,
         injections=(),
         permission_check=obj.check_permissions if overrides_check else None,
         postprocess=postprocess,
         source=obj,
+    )
+
+
+def compile_any(
+    item: Callable[..., Any] | ToolBase | RegisteredTool,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    presets: Mapping[str, Any] | None = None,
+    postprocess: Postprocess | None = None,
+) -> RegisteredTool:
+    """Compile whatever `Toolkit.add` accepts. An already compiled tool is reused as it is
+    (renamed if asked), or recompiled from its source when presets or hooks change."""
+    if isinstance(item, RegisteredTool):
+        if presets is None and description is None and postprocess is None:
+            return item.renamed(name) if name and name != item.name else item
+        source: Any = item.source
+        return compile_any(
+            source,
+            name=name or item.name,
+            description=description,
+            presets=presets if presets is not None else item.presets,
+            postprocess=postprocess or item.postprocess,
+        )
+    if isinstance(item, ToolBase):
+        return compile_tool_base(
+            item, name=name, description=description, presets=presets, postprocess=postprocess
+        )
+    if isinstance(item, type) and issubclass(item, ToolBase):
+        raise ToolDefinitionError(
+            f"pass an instance of {item.__name__}, not the class: toolkit.add({item.__name__}())"
+        )
+    return compile_function(
+        item, name=name, description=description, presets=presets, postprocess=postprocess
     )
 
 
@@ -505,6 +539,7 @@ __all__ = [
     "ToolBase",
     "ToolSpec",
     "check_name",
+    "compile_any",
     "compile_function",
     "compile_tool_base",
     "tool",

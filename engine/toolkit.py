@@ -24,6 +24,7 @@ from engine.tool import (
     RegisteredTool,
     ToolBase,
     check_name,
+    compile_any,
     compile_function,
     compile_tool_base,
 )
@@ -112,7 +113,9 @@ class Toolkit:
         may return a replacement result. Returns the registered tool, whose ``name`` is final
         (it differs from the requested one only under ``on_conflict="rename"``).
         """
-        compiled = self._compile(fn_or_tool, presets, name, description, postprocess)
+        compiled = compile_any(
+            fn_or_tool, name=name, description=description, presets=presets, postprocess=postprocess
+        )
         return self._insert([compiled], group, on_conflict)[0]
 
     def add_object(
@@ -158,37 +161,6 @@ class Toolkit:
         self._active.pop(name, None)
         self._changed()
         return tool
-
-    def _compile(
-        self,
-        item: Callable[..., Any] | ToolBase | RegisteredTool,
-        presets: Mapping[str, Any] | None,
-        name: str | None,
-        description: str | None,
-        postprocess: Postprocess | None,
-    ) -> RegisteredTool:
-        if isinstance(item, RegisteredTool):
-            if presets is None and description is None and postprocess is None:
-                return item.renamed(name) if name and name != item.name else item
-            item_source: Any = item.source
-            return self._compile(
-                item_source,
-                presets if presets is not None else item.presets,
-                name or item.name,
-                description,
-                postprocess or item.postprocess,
-            )
-        if isinstance(item, ToolBase):
-            return compile_tool_base(
-                item, name=name, description=description, presets=presets, postprocess=postprocess
-            )
-        if isinstance(item, type) and issubclass(item, ToolBase):
-            raise ToolDefinitionError(
-                f"pass an instance of {item.__name__}, not the class: toolkit.add({item.__name__}())"
-            )
-        return compile_function(
-            item, name=name, description=description, presets=presets, postprocess=postprocess
-        )
 
     def _insert(
         self, tools: list[RegisteredTool], group: str, on_conflict: Conflict | None

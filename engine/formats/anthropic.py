@@ -1,0 +1,75 @@
+"""Anthropic tool calls: ``tool_use`` content blocks in, ``tool_result`` blocks out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from engine.calls import ToolCall, ToolResult
+from engine.content import ImageBlock, TextBlock
+from engine.errors import FormatError
+
+
+def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:
+    """Tool calls from an Anthropic response or message (``content`` blocks) or a block list.
+    Blocks other than ``tool_use`` (text, thinking) are skipped."""
+    if isinstance(message, Mapping):
+        blocks = message.get("content", [])
+        if isinstance(blocks, str):
+            return []
+    elif isinstance(message, Sequence) and not isinstance(message, str | bytes):
+        blocks = message
+    else:
+        raise FormatError(
+            f"expected an Anthropic message or list of content blocks, got {type(message).__name__}"
+        )
+    calls = []
+    for index, block in enumerate(blocks):
+        if not isinstance(block, Mapping):
+            raise FormatError(f"content block #{index} is a {type(block).__name__}, not an object")
+        if block.get("type") != "tool_use":
+            continue
+        if not block.get("name"):
+            raise FormatError(f"tool_use block #{index} has no name")
+        arguments = block.get("input", {})
+        if not isinstance(arguments, Mapping | str):
+            raise FormatError(
+                f"tool_use block #{index}: input must be an object, not {type(arguments).__name__}"
+            )
+        extra = {"id": str(block["id"])} if block.get("id") else {}
+        calls.append(
+            ToolCall(name=str(block["name"]), arguments=arguments, subject=subject, **extra)
+        )
+    return calls
+
+
+def render_result(result: ToolResult) -> dict[str, Any]:
+    """A ``tool_result`` content block; failures carry ``is_error`` and the error text."""
+    content: list[dict[str, Any]] = []
+    for block in result.content:
+        if isinstance(block, TextBlock):
+            content.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageBlock):
+            content.append(
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "base64",
+                        "media_type": block.media_type,
+                        "data": block.data,
+                    },
+                }
+            )
+    if result.error is not None:
+        content.insert(0, {"type": "text", "text": str(result.error)})
+    return {
+        "type": "tool_result",
+        "tool_use_id": result.call_id,
+        "content": content,
+        "is_error": not result.ok,
+    }
+
+
+def render_results(results: Iterable[ToolResult]) -> dict[str, Any]:
+    """The user message that returns several results at once, as the Messages API expects."""
+    return {"role": "user", "content": [render_result(r) for r in results]}
