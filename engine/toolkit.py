@@ -219,9 +219,9 @@ class Toolkit:
         raise DuplicateToolError(f"no free name left for {name!r}")
 
     def _add_internal(self, tool: ToolBase, purpose: str) -> RegisteredTool:
-        """Register a toolkit-made tool (meta tool, skill viewer, finish function)."""
+        """Register (or replace) a toolkit-made tool: meta tool, skill viewer, finish function."""
         compiled = compile_tool_base(tool)
-        if compiled.name in self._tools and compiled.name not in self._reserved:
+        if compiled.name in self._tools and self._reserved.get(compiled.name) != purpose:
             raise DuplicateToolError(
                 f"cannot add the {purpose} {compiled.name!r}: a tool of that name is registered"
             )
@@ -229,6 +229,13 @@ class Toolkit:
         self._place(compiled, BASIC)
         self._changed()
         return compiled
+
+    def _drop_internal(self, name: str) -> None:
+        if self._reserved.pop(name, None) is not None:
+            self._tools.pop(name, None)
+            self._group_of.pop(name, None)
+            self._active.pop(name, None)
+            self._changed()
 
     # -- looking up --------------------------------------------------------------------------
 
@@ -290,7 +297,7 @@ class Toolkit:
         if name in self._groups:
             raise GroupError(f"a tool group named {name!r} already exists")
         self._groups[name] = ToolGroup(name, description, active, notes)
-        self._groups_changed()
+        self._groups_changed(defined=True)
         return self._groups[name]
 
     def remove_group(self, name: str) -> list[RegisteredTool]:
@@ -303,7 +310,7 @@ class Toolkit:
             del self._tools[tool.name]
             del self._group_of[tool.name]
         del self._groups[name]
-        self._groups_changed()
+        self._groups_changed(defined=True)
         return removed
 
     def set_active(self, states: Mapping[str, bool], *, reset: bool = False) -> list[str]:
@@ -357,22 +364,19 @@ class Toolkit:
             raise GroupError(f"no tool group named {name!r}; groups: {', '.join(self._groups)}")
         return group
 
-    def _groups_changed(self) -> None:
+    def _groups_changed(self, *, defined: bool = False) -> None:
+        """Recompute the callable tools; ``defined`` when groups were created or removed, which
+        changes the meta tool's schema (one boolean per group)."""
         self._active = {
             n: t for n, t in self._tools.items() if self._groups[self._group_of[n]].active
         }
-        if self._meta_tool:
+        if self._meta_tool and defined:
             from engine.meta import ResetTools
 
-            has_groups = len(self._groups) > 1
-            if has_groups:
-                self._reserved.pop(ResetTools.name, None)
+            if len(self._groups) > 1:
                 self._add_internal(ResetTools(self), "meta tool")
-            elif ResetTools.name in self._reserved:
-                del self._reserved[ResetTools.name]
-                self._tools.pop(ResetTools.name, None)
-                self._group_of.pop(ResetTools.name, None)
-                self._active.pop(ResetTools.name, None)
+            else:
+                self._drop_internal(ResetTools.name)
         self._changed()
 
     def _changed(self) -> None:
@@ -408,10 +412,7 @@ class Toolkit:
         from engine.finish import FinishTool
 
         if self._finish_name is not None:
-            self._reserved.pop(self._finish_name, None)
-            self._tools.pop(self._finish_name, None)
-            self._group_of.pop(self._finish_name, None)
-            self._active.pop(self._finish_name, None)
+            self._drop_internal(self._finish_name)
         self._finish_name = name
         return self._add_internal(
             FinishTool(model, name=name, description=description), "finish function"
@@ -479,7 +480,7 @@ class Toolkit:
             if name != BASIC:
                 self._groups[name] = ToolGroup(name, g.description, g.active, g.notes)
         self._group_of.update(parsed.tools)
-        self._groups_changed()
+        self._groups_changed(defined=True)
 
 
 def _marked_methods(cls: type) -> list[str]:
