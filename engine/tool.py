@@ -18,7 +18,6 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar, cast, overload
 
-import jsonschema
 from pydantic import BaseModel, ValidationError
 
 from engine.calls import ToolResult
@@ -241,6 +240,8 @@ class JsonSchemaArgs:
     def __init__(
         self, schema: Mapping[str, Any], description: str, tool_name: str, hidden: frozenset[str]
     ) -> None:
+        import jsonschema  # 50 ms to import; only tools with hand-written schemas need it
+
         try:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:

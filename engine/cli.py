@@ -1,0 +1,131 @@
+"""The ``stockade`` command.
+
+Exit codes scripts can rely on: 0 success, 1 the command ran but found a problem (a demo step
+that misbehaved), 2 bad usage (typer's own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from engine import __version__
+from engine.demo import DemoReport, DemoStep, run_demo
+
+app = typer.Typer(
+    name="stockade",
+    help="A sandboxed execution engine for AI-agent tool calls.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_STATUS_STYLE = {"ok": "green", "error": "red", "denied": "magenta", "timeout": "yellow", "cancelled": "dim"}
+
+
+def _table(steps: list[DemoStep], width: int) -> Table:
+    # The fixed columns take about 76 characters; the two text columns share the rest, so
+    # rich never has to squeeze the short columns (which it does by hiding them).
+    spare = max(24, width - 76)
+    table = Table(title="Stockade demo: an untrusted agent's session", title_justify="left")
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
+    table.add_column("what the agent did", no_wrap=True, overflow="ellipsis", max_width=spare * 2 // 5)
+    table.add_column("tool", style="cyan", no_wrap=True)
+    table.add_column("decision", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("tries", justify="right", no_wrap=True)
+    table.add_column("time", justify="right", no_wrap=True)
+    table.add_column("result", no_wrap=True, overflow="ellipsis", max_width=spare * 3 // 5)
+    for n, step in enumerate(steps, 1):
+        result = step.result
+        if result is None:
+            continue
+        style = _STATUS_STYLE.get(result.status, "")
+        status = f"[{style}]{result.status}[/]"
+        if not step.as_expected:
+            status += f" [bold red](expected {step.expected})[/]"
+        decision = result.decision.effect.value if result.decision else "-"
+        shown = result.text.replace("\n", " ")
+        if step.chunks:
+            shown = f"[{step.chunks} chunks] {shown}"
+        table.add_row(
+            str(n),
+            step.label,
+            result.tool,
+            decision,
+            status,
+            str(result.attempts),
+            f"{result.duration_s * 1000:.0f} ms",
+            shown[:200],
+        )
+    return table
+
+
+def _summary(report: DemoReport) -> str:
+    counts: dict[str, int] = {}
+    for step in report.steps:
+        if step.result is not None:
+            counts[step.result.status] = counts.get(step.result.status, 0) + 1
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    verdict = (
+        "every call ended as expected"
+        if report.passed
+        else "SOME CALLS DID NOT END AS EXPECTED (marked above)"
+    )
+    return f"{len(report.steps)} calls in {report.seconds:.2f}s: {parts}; {verdict}."
+
+
+@app.command()
+def demo(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+) -> None:
+    """Run a scripted agent session through the engine and show what happened to each call."""
+    if as_json:
+        report = asyncio.run(run_demo())
+        payload = {
+            "passed": report.passed,
+            "seconds": round(report.seconds, 3),
+            "steps": [
+                {
+                    "label": s.label,
+                    "expected": s.expected,
+                    "result": s.result.to_dict() if s.result else None,
+                }
+                for s in report.steps
+            ],
+        }
+        sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    else:
+        console = Console()
+        steps: list[DemoStep] = []
+        with Live(_table(steps, console.width), console=console, refresh_per_second=12, transient=False) as live:
+
+            def show(step: DemoStep) -> None:
+                steps.append(step)
+                live.update(_table(steps, console.width))
+
+            report = asyncio.run(run_demo(show))
+        console.print()
+        console.print(_summary(report))
+        console.print(
+            "[dim]Policies, the sandboxed filesystem, process isolation, tracing and the audit log "
+            "arrive in later releases; this demo shows the call pipeline they plug into.[/]"
+        )
+    raise typer.Exit(0 if report.passed else 1)
+
+
+@app.command()
+def version() -> None:
+    """Print Stockade's version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
