@@ -127,15 +127,26 @@ async def run(quick: bool) -> list[dict[str, Any]]:
     row("Engine.call, 1,000 tools", many, "µs/call", "<= 1.1x 1 tool", ratio, ratio <= 1.1)
 
     thread_rounds, thread_per_round = (5, 200) if quick else (25, 1000)
-    bare = await per_call_us(lambda: asyncio.to_thread(noop_sync, 1), thread_rounds, thread_per_round)
+    bare = await per_call_us(
+        lambda: asyncio.to_thread(noop_sync, 1), thread_rounds, thread_per_round
+    )
     row("asyncio.to_thread, bare", bare, "µs/call", "baseline", 1.0, True)
     sync_kit = Toolkit()
     sync_kit.add(noop_sync)
     sync_engine = Engine(sync_kit)
     sync_call = ToolCall(name="noop_sync", arguments={"x": 1})
-    in_thread = await per_call_us(lambda: sync_engine.call(sync_call), thread_rounds, thread_per_round)
+    in_thread = await per_call_us(
+        lambda: sync_engine.call(sync_call), thread_rounds, thread_per_round
+    )
     ratio = in_thread / bare
-    row("Engine.call, sync tool off the loop", in_thread, "µs/call", "<= 1.2x to_thread", ratio, ratio <= 1.2)
+    row(
+        "Engine.call, sync tool off the loop",
+        in_thread,
+        "µs/call",
+        "<= 1.2x to_thread",
+        ratio,
+        ratio <= 1.2,
+    )
     await sync_engine.aclose()
 
     functions = [make_tools(200) for _ in range(3 if quick else 7)]
@@ -166,7 +177,9 @@ async def run(quick: bool) -> list[dict[str, Any]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="few rounds: a smoke run")
     parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     args = parser.parse_args()
@@ -174,12 +187,14 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
-    print(f"Stockade engine benchmark (Python {sys.version.split()[0]}{', quick' if args.quick else ''})")
+    quick = ", quick" if args.quick else ""
+    print(f"Stockade engine benchmark (Python {sys.version.split()[0]}{quick})")
     print(f"{'measure':40} {'value':>10} {'unit':10} {'ratio':>7}  {'target':20} met")
     for r in rows:
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}x"
         met = "yes" if r["meets_target"] else "NO"
-        print(f"{r['measure']:40} {r['value']:>10.2f} {r['unit']:10} {ratio:>7}  {r['target']:20} {met}")
+        value = f"{r['value']:>10.2f}"
+        print(f"{r['measure']:40} {value} {r['unit']:10} {ratio:>7}  {r['target']:20} {met}")
     return 0
 
 

@@ -26,7 +26,13 @@ app = typer.Typer(
     add_completion=False,
 )
 
-_STATUS_STYLE = {"ok": "green", "error": "red", "denied": "magenta", "timeout": "yellow", "cancelled": "dim"}
+_STATUS_STYLE = {
+    "ok": "green",
+    "error": "red",
+    "denied": "magenta",
+    "timeout": "yellow",
+    "cancelled": "dim",
+}
 
 
 def _table(steps: list[DemoStep], width: int) -> Table:
@@ -35,7 +41,9 @@ def _table(steps: list[DemoStep], width: int) -> Table:
     spare = max(24, width - 76)
     table = Table(title="Stockade demo: an untrusted agent's session", title_justify="left")
     table.add_column("#", justify="right", style="dim", no_wrap=True)
-    table.add_column("what the agent did", no_wrap=True, overflow="ellipsis", max_width=spare * 2 // 5)
+    table.add_column(
+        "what the agent did", no_wrap=True, overflow="ellipsis", max_width=spare * 2 // 5
+    )
     table.add_column("tool", style="cyan", no_wrap=True)
     table.add_column("decision", no_wrap=True)
     table.add_column("status", no_wrap=True)
@@ -104,7 +112,9 @@ def demo(
     else:
         console = Console()
         steps: list[DemoStep] = []
-        with Live(_table(steps, console.width), console=console, refresh_per_second=12, transient=False) as live:
+        with Live(
+            _table(steps, console.width), console=console, refresh_per_second=12, transient=False
+        ) as live:
 
             def show(step: DemoStep) -> None:
                 steps.append(step)

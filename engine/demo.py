@@ -26,7 +26,12 @@ from engine.tool import ToolBase, tool
 from engine.toolkit import Toolkit
 from policies import Decision, Effect
 
-_FORECASTS = {"Paris": "light rain, 14°C", "Lagos": "sunny, 31°C", "Oslo": "snow, -3°C", "Lima": "cloudy, 19°C"}
+_FORECASTS = {
+    "Paris": "light rain, 14°C",
+    "Lagos": "sunny, 31°C",
+    "Oslo": "snow, -3°C",
+    "Lima": "cloudy, 19°C",
+}
 
 
 @tool(read_only=True)
@@ -222,15 +227,20 @@ async def run_demo(on_step: Callable[[DemoStep], None] | None = None) -> DemoRep
 
         await one("a typed call", "ok", "add", {"a": 2, "b": 3})
         await one("arguments as a model's JSON text", "ok", "add", '{"a": "7", "b": 8}')
-        await one("a preset the model tries to override", "ok", "search", {"query": "stockade", "api_key": "stolen"})
+        await one(
+            "a preset the model tries to override",
+            "ok",
+            "search",
+            {"query": "stockade", "api_key": "stolen"},
+        )
 
-        batch = [ToolCall(name="weather", arguments={"city": c}) for c in ("Paris", "Lagos", "Oslo", "Lima")]
+        cities = ("Paris", "Lagos", "Oslo", "Lima")
+        batch = [ToolCall(name="weather", arguments={"city": c}) for c in cities]
         batch_started = perf_counter()
         results = await engine.call_many(batch)
         wall = perf_counter() - batch_started
-        for call, result in zip(batch, results, strict=True):
-            step = DemoStep(f"parallel read-only batch ({call.arguments['city']}, {wall:.2f}s wall)", "ok", result)  # type: ignore[index]
-            done(step)
+        for city, result in zip(cities, results, strict=True):
+            done(DemoStep(f"parallel read-only batch ({city}, {wall:.2f}s wall)", "ok", result))
 
         await one("a flaky upstream, retried", "ok", "fetch_status", {"service": "billing"})
         await one("a tool that hangs, stopped by its timeout", "timeout", "build_report", {})
@@ -240,7 +250,9 @@ async def run_demo(on_step: Callable[[DemoStep], None] | None = None) -> DemoRep
             ("progress from an emitter", "index_files", {"count": 4}),
         ):
             step = DemoStep(label, "ok")
-            async with contextlib.aclosing(engine.stream(ToolCall(name=name, arguments=arguments))) as stream:
+            async with contextlib.aclosing(
+                engine.stream(ToolCall(name=name, arguments=arguments))
+            ) as stream:
                 async for chunk in stream:
                     if chunk.is_last:
                         step.result = chunk.result

@@ -8,6 +8,7 @@ in the order they arrived and no exclusive call starves. The uncontended path ta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 
 
@@ -56,10 +57,8 @@ class Scheduler:
             if future.done() and not future.cancelled():
                 self.release(exclusive)  # granted just as we were cancelled: give it back
             else:
-                try:
+                with contextlib.suppress(ValueError):  # already granted and popped
                     self._waiters.remove(entry)
-                except ValueError:
-                    pass
                 self._wake()
             raise
 

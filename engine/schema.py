@@ -368,7 +368,7 @@ class ArgumentSchema:
         for index, param in enumerate(self._info.visible):
             name = param.name
             alias = None
-            if name.startswith("_") or name.startswith("model_") or hasattr(BaseModel, name):
+            if name.startswith(("_", "model_")) or hasattr(BaseModel, name):
                 # pydantic reserves these names; validate under a safe one, alias the real one
                 alias, name = name, f"param_{index}"
                 renames.append((name, alias))
@@ -381,7 +381,8 @@ class ArgumentSchema:
             )
         except Exception as exc:  # pydantic raises several kinds; all mean the same here
             raise ToolDefinitionError(
-                f"tool {self._name!r}: cannot build its argument model ({type(exc).__name__}: {exc})"
+                f"tool {self._name!r}: cannot build its argument model "
+                f"({type(exc).__name__}: {exc})"
             ) from None
         self._renames = tuple(renames)
 

@@ -55,10 +55,10 @@ def read_skill(path: Path) -> Skill:
     """Parse one ``SKILL.md``; raises SkillError naming the file and what is missing."""
     data = _front_matter(path)
     name, description = data.get("name"), data.get("description")
-    for key, value in (("name", name), ("description", description)):
-        if not isinstance(value, str) or not value.strip():
-            raise SkillError(f"{path}: the front matter needs a non-empty '{key}'")
-    assert isinstance(name, str) and isinstance(description, str)
+    if not isinstance(name, str) or not name.strip():
+        raise SkillError(f"{path}: the front matter needs a non-empty 'name'")
+    if not isinstance(description, str) or not description.strip():
+        raise SkillError(f"{path}: the front matter needs a non-empty 'description'")
     return Skill(name.strip(), " ".join(description.split()), path)
 
 

@@ -179,8 +179,8 @@ class Toolkit:
         for tool in tools:
             if tool.name in self._reserved:
                 raise DuplicateToolError(
-                    f"tool name {tool.name!r} is used by the toolkit ({self._reserved[tool.name]}); "
-                    "register your tool under another name"
+                    f"tool name {tool.name!r} is used by the toolkit "
+                    f"({self._reserved[tool.name]}); register your tool under another name"
                 )
             taken = tool.name in self._tools or tool.name in planned
             if taken and strategy == "raise":
@@ -392,7 +392,8 @@ class Toolkit:
         render = schema_formats.RENDERERS.get(format)
         if render is None:
             raise ValueError(
-                f"unknown schema format {format!r}; use one of {', '.join(schema_formats.RENDERERS)}"
+                f"unknown schema format {format!r}; "
+                f"use one of {', '.join(schema_formats.RENDERERS)}"
             )
         rendered = [render(t) for t in self._active.values()]
         self._schema_cache[format] = (self._revision, rendered)

@@ -38,7 +38,7 @@ class Decision:
 
 
 def strictest(first: Decision, second: Decision | None) -> Decision:
-    """Combine two decisions on the same call: the more restrictive one wins; ties keep ``first``."""
+    """Combine two decisions on one call: the more restrictive wins; ties keep ``first``."""
     if second is None or second.effect.severity <= first.effect.severity:
         return first
     return second

@@ -33,7 +33,8 @@ def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:
         items = message
     else:
         raise FormatError(
-            f"expected an OpenAI message, response or list of tool calls, got {type(message).__name__}"
+            "expected an OpenAI message, response or list of tool calls, "
+            f"got {type(message).__name__}"
         )
     calls = []
     for index, item in enumerate(items):

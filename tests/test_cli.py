@@ -1,0 +1,67 @@
+"""The `stockade` command as a user runs it: a real subprocess of the installed console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import engine
+
+
+def _stockade() -> str:
+    script = Path(sys.executable).parent / "stockade"
+    found = str(script) if script.exists() else shutil.which("stockade")
+    if found is None:
+        pytest.fail("the stockade console script is not installed; run pip install -e .")
+    return found
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_stockade(), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "160"},
+    )
+
+
+def test_demo_runs_every_step_as_expected_and_exits_zero() -> None:
+    done = _run("demo")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "every call ended as expected" in done.stdout
+    for status in ("ok", "error", "denied", "timeout"):
+        assert status in done.stdout
+
+
+def test_demo_json_reports_each_call_with_its_result() -> None:
+    done = _run("demo", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["passed"] is True
+    statuses = {step["result"]["status"] for step in report["steps"]}
+    assert statuses == {"ok", "error", "denied", "timeout"}
+    retried = [s for s in report["steps"] if s["result"]["tool"] == "fetch_status"]
+    assert retried[0]["result"]["attempts"] == 2
+    timed_out = [s for s in report["steps"] if s["result"]["status"] == "timeout"]
+    assert timed_out[0]["result"]["error"]["type"] == "ToolTimeoutError"
+    denied = [s for s in report["steps"] if s["result"]["status"] == "denied"]
+    assert denied[0]["result"]["decision"]["rule"] == "protected-records"
+
+
+def test_version_prints_the_package_version() -> None:
+    done = _run("version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == engine.__version__
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    done = _run("frobnicate")
+    assert done.returncode == 2
+    assert "frobnicate" in done.stderr
