@@ -90,7 +90,7 @@ def to_content(value: Any) -> list[Block]:
         )
     try:
         return [TextBlock(pydantic_core.to_json(value).decode())]
-    except pydantic_core.PydanticSerializationError as exc:
+    except (pydantic_core.PydanticSerializationError, ValueError, RecursionError) as exc:
         raise OutputError(
             f"the tool returned a {type(value).__name__}, which cannot be turned into result "
             f"content ({exc}); return str, JSON-compatible data, a pydantic model or content blocks"

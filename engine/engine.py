@@ -102,8 +102,9 @@ class Engine:
     ``context`` objects are injected by type (agent level: beats the toolkit's, loses to a
     call's). ``approver(call, decision)`` answers "ask" decisions (it may be async); without one,
     "ask" means deny. ``default_timeout`` applies to tools that declare none; ``retry`` is the
-    policy for tools that declare none. Use as ``async with Engine(...) as engine:`` or call
-    `aclose` to stop submitted calls and worker threads.
+    policy for tools that declare none. Sync tools run in a pool of ``max_workers`` threads.
+    Use as ``async with Engine(...) as engine:`` or call `aclose` to stop submitted calls and
+    worker threads.
     """
 
     def __init__(
@@ -116,7 +117,7 @@ class Engine:
         retry: RetryPolicy = DEFAULT_RETRY,
         max_argument_bytes: int = 1_000_000,
         max_result_chars: int = 1_000_000,
-        max_workers: int | None = None,
+        max_workers: int = 32,
         history: int = 10_000,
         rng: random.Random | None = None,
     ) -> None:
@@ -173,7 +174,7 @@ class Engine:
         admitted: _Admitted | None = None
         try:
             outcome = self._admit(call, context, SILENT_EMITTER, started)
-            if not isinstance(outcome, _Admitted | ToolResult):
+            if not isinstance(outcome, (_Admitted, ToolResult)):
                 outcome = await outcome  # an "ask" decision waiting for the approver
             if isinstance(outcome, ToolResult):
                 result = outcome
@@ -183,6 +184,12 @@ class Engine:
         except asyncio.CancelledError:
             self.calls.record(self._cancelled(call, admitted, started))
             raise
+        except Exception as exc:  # a bug in Stockade itself: still answer, and say so loudly
+            log.exception("internal error while running call %s (%s)", call.id, call.name)
+            result = self._failure(call, admitted.tool if admitted else None, exc, started)
+            result.error = ErrorInfo(
+                type(exc).__name__, f"internal error in Stockade ({exc}); please report it"
+            )
         self.calls.record(result)
         return result
 
@@ -243,7 +250,7 @@ class Engine:
         result: ToolResult | None = None
         try:
             outcome = self._admit(call, context, Emitter(queue.put_nowait), started)
-            if not isinstance(outcome, _Admitted | ToolResult):
+            if not isinstance(outcome, (_Admitted, ToolResult)):
                 outcome = await outcome
             if isinstance(outcome, _Admitted):
                 admitted = outcome

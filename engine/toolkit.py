@@ -290,7 +290,7 @@ class Toolkit:
     # -- groups ------------------------------------------------------------------------------
 
     def create_group(
-        self, name: str, description: str = "", *, active: bool = False, notes: str = ""
+        self, name: str, description: str = "", active: bool = False, notes: str = ""
     ) -> ToolGroup:
         """Create a tool group (inactive unless ``active``)."""
         check_name(name)
