@@ -101,10 +101,13 @@ class ToolResult:
 
     @property
     def text(self) -> str:
-        """The content as text; for failures, the error line (what a model should be shown)."""
-        if self.error is not None and not self.content:
+        """What a model should be shown: the content as text, preceded by the error line when
+        the call failed (a failure must never read like a success)."""
+        if self.error is None:
+            return text_of(self.content)
+        if not self.content:
             return str(self.error)
-        return text_of(self.content)
+        return f"{self.error}\n{text_of(self.content)}"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (metadata must itself be JSON-compatible)."""
@@ -131,7 +134,10 @@ class ToolResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolResult:
-        """Inverse of `to_dict`."""
+        """Inverse of `to_dict`; raises ValueError naming what is missing or wrong."""
+        missing = [key for key in ("call_id", "tool", "status") if key not in data]
+        if missing:
+            raise ValueError(f"a tool result needs {', '.join(missing)}; got keys {sorted(data)}")
         status = data["status"]
         if status not in STATUSES:
             raise ValueError(f"unknown result status {status!r}; expected one of {STATUSES}")

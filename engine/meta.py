@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 class ResetTools(ToolBase):
     """Choose which tool groups are active."""
 
-    name = "reset_tools"
+    name = "reset_tools"  # engine.toolkit.META_TOOL
     description = (
         "Choose which tool groups are active. Set a group to true to use its tools; every group "
         "not set to true is switched off (this is the final state, not a change). Tools outside "
@@ -32,17 +32,24 @@ class ResetTools(ToolBase):
         from engine.toolkit import BASIC
 
         self._toolkit = toolkit
+        groups = [g for g in toolkit.groups if g.name != BASIC]
+        # Group names are arbitrary ("_drafts", "model_config", "json"); pydantic reserves some
+        # of those, so fields get neutral names and the group name is the alias the model sees.
+        self._group_of = {f"group_{i}": g.name for i, g in enumerate(groups)}
         fields: dict[str, Any] = {
-            g.name: (bool, Field(False, description=g.description or f"the {g.name} tools"))
-            for g in toolkit.groups
-            if g.name != BASIC
+            f"group_{i}": (
+                bool,
+                Field(False, alias=g.name, description=g.description or f"the {g.name} tools"),
+            )
+            for i, g in enumerate(groups)
         }
         self.args_model: type[BaseModel] = create_model(
             "reset_tools_arguments", __config__=ConfigDict(extra="forbid"), **fields
         )
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        newly = self._toolkit.set_active(args, reset=True)
+        states = {self._group_of[field]: value for field, value in args.items()}
+        newly = self._toolkit.set_active(states, reset=True)
         active = [g for g in self._toolkit.groups if g.active and g.name != "basic"]
         lines = ["Active tool groups: " + (", ".join(g.name for g in active) or "none") + "."]
         for name in newly:

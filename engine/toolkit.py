@@ -30,6 +30,7 @@ from engine.tool import (
 )
 
 BASIC = "basic"
+META_TOOL = "reset_tools"
 Conflict = Literal["raise", "override", "rename", "skip"]
 SchemaFormat = Literal["openai", "anthropic", "mcp"]
 _CONFLICTS = ("raise", "override", "rename", "skip")
@@ -88,6 +89,9 @@ class Toolkit:
         }
         self._active: dict[str, RegisteredTool] = {}
         self._reserved: dict[str, str] = {}  # toolkit-made tool names -> what made them
+        if meta_tool:
+            # reserved from the start, so creating the first group can never collide
+            self._reserved[META_TOOL] = "meta tool"
         self._revision = 0
         self._schema_cache: dict[str, tuple[int, list[dict[str, Any]]]] = {}
         self._skills: dict[str, Any] = {}
@@ -231,7 +235,9 @@ class Toolkit:
         return compiled
 
     def _drop_internal(self, name: str) -> None:
-        if self._reserved.pop(name, None) is not None:
+        if name in self._reserved:
+            if name != META_TOOL:
+                del self._reserved[name]
             self._tools.pop(name, None)
             self._group_of.pop(name, None)
             self._active.pop(name, None)
@@ -376,7 +382,7 @@ class Toolkit:
             if len(self._groups) > 1:
                 self._add_internal(ResetTools(self), "meta tool")
             else:
-                self._drop_internal(ResetTools.name)
+                self._drop_internal(META_TOOL)
         self._changed()
 
     def _changed(self) -> None:
@@ -412,6 +418,11 @@ class Toolkit:
         validates against the model and puts the value in ``result.metadata["response"]``."""
         from engine.finish import FinishTool
 
+        check_name(name)
+        if name in self._tools and self._reserved.get(name) != "finish function":
+            raise DuplicateToolError(
+                f"cannot add the finish function {name!r}: a tool of that name is registered"
+            )
         if self._finish_name is not None:
             self._drop_internal(self._finish_name)
         self._finish_name = name
@@ -472,7 +483,16 @@ class Toolkit:
         if BASIC in parsed.groups and not parsed.groups[BASIC].active:
             raise GroupError("the state deactivates the 'basic' group, which is always active")
         for name in parsed.groups:
-            check_name(name)
+            try:
+                check_name(name)
+            except ToolDefinitionError as exc:
+                raise GroupError(f"the state holds an invalid group name: {exc}") from None
+        moved = [n for n, g in parsed.tools.items() if n in self._reserved and g != BASIC]
+        if moved:
+            raise GroupError(
+                f"the state moves {', '.join(moved)} out of 'basic'; tools the toolkit manages "
+                "always stay there"
+            )
         known = set(self._groups) | set(parsed.groups)
         for tool_name, group in parsed.tools.items():
             if group not in known:
@@ -480,7 +500,7 @@ class Toolkit:
         for name, g in parsed.groups.items():
             if name != BASIC:
                 self._groups[name] = ToolGroup(name, g.description, g.active, g.notes)
-        self._group_of.update(parsed.tools)
+        self._group_of.update({n: g for n, g in parsed.tools.items() if n not in self._reserved})
         self._groups_changed(defined=True)
 
 

@@ -8,6 +8,8 @@ from typing import Any, Literal
 from engine.calls import ToolCall, ToolResult
 from engine.errors import FormatError
 
+_NOT_CALLS = frozenset({"message", "reasoning", "text", "web_search_call", "file_search_call"})
+
 
 def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:
     """Tool calls from an OpenAI message, response, or list of calls.
@@ -23,6 +25,8 @@ def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:
             choices = message["choices"]
             if not choices:
                 return []
+            if not isinstance(choices[0], Mapping):
+                raise FormatError(f"choices[0] is a {type(choices[0]).__name__}, not an object")
             return parse_tool_calls(choices[0].get("message", {}), subject=subject)
         if "output" in message and isinstance(message["output"], list):
             return parse_tool_calls(message["output"], subject=subject)
@@ -44,7 +48,7 @@ def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:
             calls.append(_responses_item(item, index, subject))
         elif item.get("type", "function") == "function" and "function" in item:
             calls.append(_chat_item(item, index, subject))
-        elif "type" not in item or item.get("type") in ("message", "reasoning", "text"):
+        elif item.get("type") in _NOT_CALLS:
             continue  # Responses output items that are not calls
         else:
             raise FormatError(

@@ -10,25 +10,26 @@ A call is written as::
       </params>
     </tool_call>
 
-Values inside CDATA are taken verbatim; values outside CDATA are entity-decoded and stripped.
-Each call is parsed with defusedxml (no entity expansion, no DTDs), and when a model writes XML
-that is not well-formed (a bare ``&``, an unclosed tag, a call cut off at the end of the text)
-a lenient regex reading recovers what it can. Values are converted to the types the tool's
-schema asks for when a toolkit is given, otherwise by the seed's rule (true/false, integers,
-decimals, else text).
+Values inside CDATA are taken verbatim; values outside CDATA are stripped and their XML
+character references decoded (``&amp;``, ``&lt;``, ``&#38;`` ...; nothing else, so a bare ``&``
+in a URL stays as written). Values are converted to the types the tool's schema asks for when a
+toolkit is given, otherwise by the seed's rule (true/false, integers, decimals, else text).
+
+The reader is a small linear scanner rather than an XML parser on purpose. Models write sloppy
+pseudo-XML (bare ``&``, unclosed tags, a call cut off by the token limit) that a conforming
+parser rejects outright, while what matters here is narrower than XML: a ``</tool_call>`` or
+``</param>`` inside CDATA must not end anything, whitespace around CDATA is formatting, and no
+entity is ever expanded (so "billion laughs" input is inert). Every search moves forward, so
+hostile input costs time linear in its length.
 """
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
-from xml.etree.ElementTree import Element, ParseError
 
 import orjson
-from defusedxml import DefusedXmlException
-from defusedxml.ElementTree import fromstring
 
 from engine.calls import ToolCall, ToolResult, new_call_id
 from engine.errors import FormatError
@@ -37,13 +38,16 @@ if TYPE_CHECKING:
     from engine.tool import RegisteredTool
     from engine.toolkit import Toolkit
 
-_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-_NAME = re.compile(r"<name>(.*?)</name>", re.DOTALL)
-_PARAMS = re.compile(r"<params>(.*?)(?:</params>|\Z)", re.DOTALL)
-_PARAM = re.compile(r"<([A-Za-z_][\w.-]*)>(.*?)</\1>", re.DOTALL)
+_OPEN_CALL = "<tool_call>"
+_CLOSE_CALL = "</tool_call>"
+_CDATA_OPEN = "<![CDATA["
+_CDATA_CLOSE = "]]>"
+_OPEN_TAG = re.compile(r"<([A-Za-z_][\w.-]*)>")
 _CDATA = re.compile(r"<!\[CDATA\[(.*?)\]\]>", re.DOTALL)
-_INT = re.compile(r"^[+-]?\d+$")
-_FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
+_REFERENCE = re.compile(r"&(lt|gt|amp|quot|apos|#[0-9]{1,7}|#x[0-9A-Fa-f]{1,6});")
+_NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+_INT = re.compile(r"\A[+-]?[0-9]+\Z")
+_FLOAT = re.compile(r"\A[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?\Z")
 
 
 def parse_tool_calls(
@@ -53,63 +57,95 @@ def parse_tool_calls(
     if not isinstance(text, str):
         raise FormatError(f"expected the model's text as str, got {type(text).__name__}")
     calls = []
-    for index, match in enumerate(_CALL.finditer(text)):
-        body = match.group(1)
-        name, params = _strict(body)
-        if name is None:
-            name, params = _lenient(body)
+    for index, body in enumerate(_call_bodies(text)):
+        elements = dict(_elements(body))
+        name = _value(elements.get("name", "")).strip()
         if not name:
             raise FormatError(
                 f"<tool_call> #{index} has no <name>; write <name>tool_name</name> inside it"
             )
+        params = _elements(elements.get("params", ""), keep_unclosed=False)
         tool = toolkit.resolve(name) if toolkit is not None else None
-        arguments = {key: _convert(value, _types_of(tool, key)) for key, value in params}
+        arguments = {key: _convert(_value(raw), _types_of(tool, key)) for key, raw in params}
         calls.append(ToolCall(name=name, arguments=arguments, id=new_call_id(), subject=subject))
     return calls
 
 
-def _strict(body: str) -> tuple[str | None, list[tuple[str, str]]]:
-    """Well-formed XML: parse it for real. (None, []) when it is not well-formed."""
+def _skip_cdata(text: str, start: int, stop_at: str) -> int:
+    """Index of the first ``stop_at`` at or after ``start`` that is not inside CDATA, or -1."""
+    position = start
+    while True:
+        stop = text.find(stop_at, position)
+        cdata = text.find(_CDATA_OPEN, position)
+        if cdata == -1 or stop == -1 or stop < cdata:
+            return stop
+        end = text.find(_CDATA_CLOSE, cdata + len(_CDATA_OPEN))
+        if end == -1:
+            return -1  # CDATA runs to the end of the text: nothing after it is markup
+        position = end + len(_CDATA_CLOSE)
+
+
+def _call_bodies(text: str) -> list[str]:
+    """The inside of each call. A call left unclosed ends where the next call starts, or at
+    the end of the text (a reply cut off by the token limit)."""
+    bodies: list[str] = []
+    position = text.find(_OPEN_CALL)
+    while position != -1:
+        start = position + len(_OPEN_CALL)
+        close = _skip_cdata(text, start, _CLOSE_CALL)
+        following = _skip_cdata(text, start, _OPEN_CALL)
+        if close == -1 or (following != -1 and following < close):
+            end = following if following != -1 else len(text)
+            bodies.append(text[start:end])
+            position = following
+        else:
+            bodies.append(text[start:close])
+            position = text.find(_OPEN_CALL, close + len(_CLOSE_CALL))
+    return bodies
+
+
+def _elements(text: str, *, keep_unclosed: bool = True) -> list[tuple[str, str]]:
+    """Top-level ``<tag>raw</tag>`` pairs, in order; stray text between elements is ignored.
+    An element left unclosed (a reply cut off by the token limit) takes the rest of the text,
+    or is dropped when ``keep_unclosed`` is false: half a value is not a value."""
+    found: list[tuple[str, str]] = []
+    position = 0
+    while True:
+        opening = _OPEN_TAG.search(text, position)
+        if opening is None:
+            return found
+        tag = opening.group(1)
+        start = opening.end()
+        close = _skip_cdata(text, start, f"</{tag}>")
+        if close == -1:
+            if keep_unclosed:
+                found.append((tag, text[start:]))
+            return found
+        found.append((tag, text[start:close]))
+        position = close + len(tag) + 3
+
+
+def _value(raw: str) -> str:
+    """A value as written: CDATA sections verbatim (whitespace around them is formatting),
+    anything else stripped with XML character references decoded."""
+    stripped = raw.strip()
+    if stripped.startswith(_CDATA_OPEN):
+        sections = _CDATA.findall(stripped)
+        rest = _CDATA.sub("", stripped).strip()
+        if not rest:
+            return "".join(sections)
+    return _REFERENCE.sub(_decode_reference, stripped)
+
+
+def _decode_reference(match: re.Match[str]) -> str:
+    ref = match.group(1)
+    if ref in _NAMED:
+        return _NAMED[ref]
+    code = int(ref[2:], 16) if ref.startswith("#x") else int(ref[1:])
     try:
-        root: Element = fromstring(f"<tool_call>{body}</tool_call>", forbid_dtd=True)
-    except (ParseError, DefusedXmlException):
-        return None, []
-    name = (root.findtext("name") or "").strip()
-    params_el = root.find("params")
-    params: list[tuple[str, str]] = []
-    if params_el is not None:
-        raw_params = _PARAMS.search(body)
-        raw = raw_params.group(1) if raw_params else ""
-        for child in params_el:
-            value = "".join(child.itertext())
-            if not _raw_has_cdata(raw, child.tag):
-                value = value.strip()
-            params.append((child.tag, value))
-    return name, params
-
-
-def _raw_has_cdata(raw_params: str, tag: str) -> bool:
-    found = re.search(rf"<{re.escape(tag)}>\s*<!\[CDATA\[", raw_params)
-    return found is not None
-
-
-def _lenient(body: str) -> tuple[str, list[tuple[str, str]]]:
-    """Not well-formed: take the name and each ``<param>value</param>`` by pattern."""
-    name_match = _NAME.search(body)
-    name = html.unescape(name_match.group(1)).strip() if name_match else ""
-    params_match = _PARAMS.search(body)
-    params: list[tuple[str, str]] = []
-    if params_match:
-        for tag, inner in _PARAM.findall(params_match.group(1)):
-            params.append((tag, _value(inner)))
-    return name, params
-
-
-def _value(inner: str) -> str:
-    stripped = inner.strip()
-    if stripped.startswith("<![CDATA["):
-        return "".join(_CDATA.findall(stripped))
-    return html.unescape(stripped)
+        return chr(code)
+    except (ValueError, OverflowError):
+        return match.group(0)
 
 
 def _types_of(tool: RegisteredTool | None, key: str) -> set[str] | None:
@@ -195,9 +231,7 @@ def _cdata(text: str) -> str:
 def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return orjson.dumps(value).decode() if isinstance(value, list | dict) else str(value)
+    return orjson.dumps(value, default=str).decode()
 
 
 def render_call(call: ToolCall) -> str:
