@@ -209,16 +209,21 @@ def analyse_signature(
             continue
         if param.name in presets or param.name in partial_bound:
             continue
-        annotation = hints.get(param.name, Any)
-        injected = _injection_type(annotation)
-        if injected is not None:
-            injections.append(Injection(param.name, injected, param.default))
-            continue
         if param.kind is param.POSITIONAL_ONLY:
             raise ToolDefinitionError(
                 f"tool {tool_name!r}: parameter {param.name!r} is positional-only; tools are "
                 "called with keyword arguments, so remove the '/' from the signature"
             )
+        annotation = hints.get(param.name, Any)
+        try:
+            injected = _injection_type(annotation)
+        except ToolDefinitionError as exc:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}, parameter {param.name!r}: {exc}"
+            ) from None
+        if injected is not None:
+            injections.append(Injection(param.name, injected, param.default))
+            continue
         if not describable(annotation):
             raise ToolDefinitionError(
                 f"tool {tool_name!r}: parameter {param.name!r} has type {annotation!r}, which no "
@@ -266,6 +271,7 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 # -- JSON Schema -------------------------------------------------------------------------------
 
 _NAME_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+_VALUES = ("default", "examples", "const", "enum")  # data, not schemas: leave their keys alone
 
 
 def strip_titles(schema: Any) -> Any:
@@ -275,6 +281,8 @@ def strip_titles(schema: Any) -> Any:
         if isinstance(schema.get("title"), str):
             del schema["title"]
         for key, value in schema.items():
+            if key in _VALUES:
+                continue
             if key in _NAME_MAPS and isinstance(value, dict):
                 for sub in value.values():
                     strip_titles(sub)
@@ -365,12 +373,16 @@ class ArgumentSchema:
             self._description = summary
         fields: dict[str, Any] = {}
         renames: list[tuple[str, str]] = []
+        taken = {p.name for p in self._info.visible}
         for index, param in enumerate(self._info.visible):
             name = param.name
             alias = None
             if name.startswith(("_", "model_")) or hasattr(BaseModel, name):
-                # pydantic reserves these names; validate under a safe one, alias the real one
+                # pydantic reserves these names; validate under a free one, alias the real one
                 alias, name = name, f"param_{index}"
+                while name in taken:
+                    name += "_"
+                taken.add(name)
                 renames.append((name, alias))
             fields[name] = _field_for(param, param_docs.get(param.name), alias)
         try:

@@ -130,22 +130,26 @@ def tool(
     The function is returned unchanged apart from the attached spec, so it can still be called
     and tested directly. Its schema comes from the signature and docstring at registration.
     """
-    spec = ToolSpec(
-        name=name,
-        description=description,
-        read_only=read_only,
-        concurrency_safe=concurrency_safe,
-        destructive=destructive,
-        idempotent=idempotent,
-        external=external,
-        timeout=timeout,
-        retry=as_retry_policy(retry),
-        paths=paths or {},
-        dangerous_paths=tuple(dangerous_paths),
-    )
 
     def mark(func: F) -> F:
         target = func.__func__ if inspect.ismethod(func) else func
+        label = name or getattr(target, "__name__", repr(target))
+        try:
+            spec = ToolSpec(
+                name=name,
+                description=description,
+                read_only=read_only,
+                concurrency_safe=concurrency_safe,
+                destructive=destructive,
+                idempotent=idempotent,
+                external=external,
+                timeout=timeout,
+                retry=as_retry_policy(retry),
+                paths=paths or {},
+                dangerous_paths=tuple(dangerous_paths),
+            )
+        except (ToolDefinitionError, TypeError, ValueError) as exc:
+            raise ToolDefinitionError(f"tool {label!r}: {exc}") from None
         try:
             setattr(target, SPEC_ATTRIBUTE, spec)
         except (AttributeError, TypeError):
@@ -437,7 +441,12 @@ def compile_tool_base(
     postprocess: Postprocess | None = None,
 ) -> RegisteredTool:
     """Compile a `ToolBase` instance."""
-    spec = obj.spec()
+    try:
+        spec = obj.spec()
+    except (ToolDefinitionError, TypeError, ValueError) as exc:
+        raise ToolDefinitionError(
+            f"tool {name or obj.name or type(obj).__name__!r}: {exc}"
+        ) from None
     tool_name = check_name(name or spec.name or type(obj).__name__)
     text = (
         description if description is not None else (spec.description or inspect.getdoc(obj) or "")
@@ -454,7 +463,7 @@ def compile_tool_base(
         names = {f.alias or n for n, f in obj.args_model.model_fields.items()}
     elif obj.input_schema is not None:
         schema = JsonSchemaArgs(obj.input_schema, text, tool_name, hidden)
-        names = set(schema.json_schema.get("properties", {}))
+        names = set(obj.input_schema.get("properties", {}))
     else:
         raise ToolDefinitionError(
             f"tool {tool_name!r}: a ToolBase needs args_model (a pydantic model) or input_schema "
