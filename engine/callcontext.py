@@ -119,7 +119,8 @@ class CallContext:
 
     def record(self, result: ToolResult) -> None:
         """(Engine use.) Store a result, wake waiters, notify listeners."""
-        self._results[result.call_id] = result
+        if result.call_id in self._calls:  # a call already dropped from the history stays dropped
+            self._results[result.call_id] = result
         if self._waiters:
             for future in self._waiters.pop(result.call_id, ()):
                 if not future.done():

@@ -21,12 +21,13 @@ _SLOTS_PER_SECOND = round(1 / RESOLUTION)
 class Deadline:
     """One armed deadline for the task that armed it."""
 
-    __slots__ = ("_bucket", "_fired", "_task")
+    __slots__ = ("_baseline", "_bucket", "_fired", "_task")
 
     def __init__(self, task: asyncio.Task[object], bucket: dict[Deadline, None]) -> None:
         self._task = task
         self._bucket = bucket
         self._fired = False
+        self._baseline = task.cancelling()
 
     def stop(self) -> bool:
         """Disarm. True if the deadline fired and no other cancellation is pending, meaning the
@@ -36,6 +37,11 @@ class Deadline:
             return False
         self._fired = False
         return self._task.uncancel() == 0
+
+    def cancel_requested(self) -> bool:
+        """After `stop`: whether someone asked to cancel the task while the deadline was armed
+        and that request is still pending (the awaited code swallowed the CancelledError)."""
+        return self._task.cancelling() > self._baseline
 
     def _expire(self) -> None:
         self._fired = True

@@ -26,6 +26,7 @@ from time import perf_counter
 from typing import Any, cast
 
 import orjson
+import pydantic_core
 
 from engine.callcontext import CallContext
 from engine.calls import ErrorInfo, Status, ToolCall, ToolChunk, ToolResult
@@ -185,11 +186,7 @@ class Engine:
             self.calls.record(self._cancelled(call, admitted, started))
             raise
         except Exception as exc:  # a bug in Stockade itself: still answer, and say so loudly
-            log.exception("internal error while running call %s (%s)", call.id, call.name)
-            result = self._failure(call, admitted.tool if admitted else None, exc, started)
-            result.error = ErrorInfo(
-                type(exc).__name__, f"internal error in Stockade ({exc}); please report it"
-            )
+            result = self._internal_error(call, admitted, exc, started)
         self.calls.record(result)
         return result
 
@@ -213,14 +210,22 @@ class Engine:
                     results[i] = r
             batch.clear()
 
-        for index, item in enumerate(batch_calls):
-            tool = self.toolkit.resolve(item.name)
-            if tool is None or tool.spec.shares:
-                batch.append(index)
-                continue
+        started = perf_counter()
+        try:
+            for index, item in enumerate(batch_calls):
+                tool = self.toolkit.resolve(item.name)
+                if tool is None or tool.spec.shares:
+                    batch.append(index)
+                    continue
+                await flush()
+                results[index] = await self.call(item, context=context)
             await flush()
-            results[index] = await self.call(item, context=context)
-        await flush()
+        except asyncio.CancelledError:
+            for item in batch_calls:  # calls that never started are cancelled too
+                if self.calls.result(item.id) is None:
+                    self.calls.track(item)
+                    self.calls.record(self._cancelled(item, None, started))
+            raise
         return [r for r in results if r is not None]
 
     def submit(self, call: ToolCall, *, context: ContextLike = None) -> asyncio.Task[ToolResult]:
@@ -233,7 +238,15 @@ class Engine:
             self.call(call, context=context), name=f"stockade:{call.name}:{call.id}"
         )
         self._submitted.add(task)
-        task.add_done_callback(self._submitted.discard)
+        started = perf_counter()
+
+        def finished(done: asyncio.Task[ToolResult]) -> None:
+            self._submitted.discard(done)
+            if done.cancelled() and self.calls.result(call.id) is None:
+                # cancelled before the call began: record it, or it would stay pending forever
+                self.calls.record(self._cancelled(call, None, started))
+
+        task.add_done_callback(finished)
         return task
 
     async def stream(
@@ -267,6 +280,8 @@ class Engine:
         except (asyncio.CancelledError, GeneratorExit):
             self.calls.record(self._cancelled(call, admitted, started))
             raise
+        except Exception as exc:  # a bug in Stockade itself: still answer, and say so loudly
+            result = self._internal_error(call, admitted, exc, started)
         assert result is not None
         self.calls.record(result)
         yield ToolChunk(
@@ -377,9 +392,11 @@ class Engine:
     def _parse_arguments(self, arguments: Mapping[str, Any] | str) -> Mapping[str, Any]:
         limit = self.max_argument_bytes
         if isinstance(arguments, str):
-            if len(arguments) > limit:
+            # a character is at most 4 bytes in UTF-8: count bytes only when it could matter
+            size = len(arguments) if len(arguments) * 4 <= limit else len(arguments.encode())
+            if size > limit:
                 raise ArgumentError(
-                    f"arguments are {len(arguments)} characters, over the limit of {limit}; "
+                    f"arguments are {size} bytes, over the limit of {limit}; "
                     "send less data (write large content to a file first)"
                 )
             try:
@@ -397,8 +414,13 @@ class Engine:
             )
         try:
             size = len(orjson.dumps(arguments, default=str, option=orjson.OPT_NON_STR_KEYS))
-        except (orjson.JSONEncodeError, TypeError) as exc:
-            raise ArgumentError(f"arguments cannot be measured as JSON ({exc})") from None
+        except (orjson.JSONEncodeError, TypeError):
+            try:  # orjson stops at 64-bit integers and 254 levels of nesting; pydantic does not
+                size = len(pydantic_core.to_json(arguments, fallback=str))
+            except (ValueError, RecursionError) as exc:
+                raise ArgumentError(
+                    f"arguments cannot be read as JSON ({exc}); send plain JSON data"
+                ) from None
         if size > limit:
             raise ArgumentError(
                 f"arguments are {size} bytes as JSON, over the limit of {limit}; send less data"
@@ -561,6 +583,10 @@ class Engine:
                 error = exc
             else:
                 deadline.stop()
+                if deadline.cancel_requested():
+                    # the caller was cancelled while the tool ran, and the tool swallowed the
+                    # CancelledError: deliver it anyway, cancellation must never be lost
+                    raise asyncio.CancelledError
                 return value, attempt
             await self._backoff(admitted, error, attempt)
 
@@ -746,6 +772,16 @@ class Engine:
         return replaced
 
     # -- results for the unhappy paths ---------------------------------------------------------
+
+    def _internal_error(
+        self, call: ToolCall, admitted: _Admitted | None, exc: Exception, started: float
+    ) -> ToolResult:
+        log.exception("internal error while running call %s (%s)", call.id, call.name)
+        result = self._failure(call, admitted.tool if admitted else None, exc, started)
+        result.error = ErrorInfo(
+            type(exc).__name__, f"internal error in Stockade ({exc}); please report it"
+        )
+        return result
 
     def _failure(
         self, call: ToolCall, tool: RegisteredTool | None, error: BaseException, started: float

@@ -18,6 +18,7 @@ import inspect
 import ipaddress
 import pathlib
 import re
+import reprlib
 import types
 import typing
 import uuid
@@ -294,6 +295,16 @@ def strip_titles(schema: Any) -> Any:
     return schema
 
 
+def _short_repr() -> reprlib.Repr:
+    shorter = reprlib.Repr()  # keyword arguments only from Python 3.12
+    shorter.maxlevel, shorter.maxstring, shorter.maxother = 3, 200, 200
+    shorter.maxlist = shorter.maxdict = 4
+    return shorter
+
+
+_SHORT_REPR = _short_repr()
+
+
 def format_validation_error(exc: ValidationError) -> str:
     """One line per problem: where, what, and the offending value when short."""
     lines = []
@@ -301,7 +312,7 @@ def format_validation_error(exc: ValidationError) -> str:
         where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
         line = f"{where}: {err['msg']}"
         if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
-            shown = repr(err["input"])
+            shown = _SHORT_REPR.repr(err["input"])  # bounded depth: inputs can nest 1000 deep
             line += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
         lines.append(line)
     return "; ".join(lines)
