@@ -62,19 +62,33 @@ async def nap(n: int) -> int:
 
 async def per_call_us(fn: Callable[[], Awaitable[Any]], rounds: int, per_round: int) -> float:
     """Median over rounds of the mean time per call, in microseconds."""
-    for _ in range(per_round):
-        await fn()  # warm-up: lazy schema build, caches, thread pool
-    samples = []
-    for _ in range(rounds):
-        gc.collect()
-        gc.disable()
-        started = perf_counter()
+    medians, _ = await interleaved([fn], rounds, per_round)
+    return medians[0]
+
+
+async def interleaved(
+    fns: list[Callable[[], Awaitable[Any]]], rounds: int, per_round: int
+) -> tuple[list[float], list[float]]:
+    """Time several callables round by round, alternating them, so that machine noise (other
+    processes, CPU frequency, thread wake-ups) hits all of them alike. Returns each one's
+    median µs per call, and the median per-round ratio of each to the first."""
+    for fn in fns:
         for _ in range(per_round):
-            await fn()
-        samples.append((perf_counter() - started) / per_round * 1e6)
-        gc.enable()
-        await asyncio.sleep(0)  # let the loop run its timers between rounds, as real loops do
-    return statistics.median(samples)
+            await fn()  # warm-up: lazy schema build, caches, thread pool
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for index, fn in enumerate(fns):
+            gc.collect()
+            gc.disable()
+            started = perf_counter()
+            for _ in range(per_round):
+                await fn()
+            samples[index].append((perf_counter() - started) / per_round * 1e6)
+            gc.enable()
+            await asyncio.sleep(0)  # let the loop run its timers between rounds, as real loops do
+    medians = [statistics.median(s) for s in samples]
+    ratios = [statistics.median(x / b for x, b in zip(s, samples[0], strict=True)) for s in samples]
+    return medians, ratios
 
 
 def make_tools(count: int) -> list[Callable[..., Any]]:
@@ -126,19 +140,17 @@ async def run(quick: bool) -> list[dict[str, Any]]:
     ratio = many / one_tool
     row("Engine.call, 1,000 tools", many, "µs/call", "<= 1.1x 1 tool", ratio, ratio <= 1.1)
 
-    thread_rounds, thread_per_round = (5, 200) if quick else (25, 1000)
-    bare = await per_call_us(
-        lambda: asyncio.to_thread(noop_sync, 1), thread_rounds, thread_per_round
-    )
-    row("asyncio.to_thread, bare", bare, "µs/call", "baseline", 1.0, True)
+    thread_rounds, thread_per_round = (6, 200) if quick else (40, 500)
     sync_kit = Toolkit()
     sync_kit.add(noop_sync)
     sync_engine = Engine(sync_kit)
     sync_call = ToolCall(name="noop_sync", arguments={"x": 1})
-    in_thread = await per_call_us(
-        lambda: sync_engine.call(sync_call), thread_rounds, thread_per_round
+    (bare, in_thread), (_, ratio) = await interleaved(
+        [lambda: asyncio.to_thread(noop_sync, 1), lambda: sync_engine.call(sync_call)],
+        thread_rounds,
+        thread_per_round,
     )
-    ratio = in_thread / bare
+    row("asyncio.to_thread, bare", bare, "µs/call", "baseline", 1.0, True)
     row(
         "Engine.call, sync tool off the loop",
         in_thread,

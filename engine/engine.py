@@ -20,7 +20,6 @@ import math
 import posixpath
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, cast
@@ -53,6 +52,7 @@ from engine.scheduler import Scheduler
 from engine.schema import REQUIRED
 from engine.tool import Access, Mode, RegisteredTool
 from engine.toolkit import Toolkit
+from engine.workers import WorkerPool
 from policies import Decision, Effect, strictest
 
 log = logging.getLogger("stockade.engine")
@@ -135,7 +135,7 @@ class Engine:
         self._scheduler = Scheduler()
         self._rng = rng or random.Random()
         self._max_workers = max_workers
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: WorkerPool | None = None
         self._submitted: set[asyncio.Task[ToolResult]] = set()
         self._facts: dict[RegisteredTool, CallFacts] = {}
         self._watchdog: Watchdog | None = None
@@ -632,9 +632,7 @@ class Engine:
     def _in_thread(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         executor = self._executor
         if executor is None:
-            executor = self._executor = ThreadPoolExecutor(
-                max_workers=self._max_workers, thread_name_prefix="stockade-tool"
-            )
+            executor = self._executor = WorkerPool(self._max_workers)
         context = contextvars.copy_context()
         return asyncio.get_running_loop().run_in_executor(
             executor, functools.partial(context.run, fn, *args)
@@ -731,6 +729,8 @@ class Engine:
             duration_s=perf_counter() - started,
             metadata=metadata,
         )
+        if admitted.tool.postprocess is None:
+            return result
         return self._postprocess(call, admitted.tool, result)
 
     def _capped(self, content: list[Block], metadata: dict[str, Any]) -> list[Block]:
@@ -807,6 +807,8 @@ class Engine:
             duration_s=perf_counter() - started,
             metadata=admitted.metadata,
         )
+        if admitted.tool.postprocess is None:
+            return result
         return self._postprocess(call, admitted.tool, result)
 
     def _timeout_result(

@@ -373,7 +373,7 @@ class ArgumentSchema:
         if validate is None:
             validate = self._validate_python = self.model.__pydantic_validator__.validate_python
         instance = validate(arguments)
-        values = dict(instance.__dict__)
+        values: dict[str, Any] = instance.__dict__  # the instance is discarded: no copy
         for internal, public in self._renames:
             values[public] = values.pop(internal)
         return values

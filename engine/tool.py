@@ -314,10 +314,13 @@ class RegisteredTool:
         """JSON Schema of the model-visible arguments (presets and injected values left out)."""
         return self.schema.json_schema
 
-    @property
-    def needs_context(self) -> bool:
-        """Whether running this tool needs a `ToolContext` built for the call."""
-        return bool(self.injections) or isinstance(self.source, ToolBase)
+    needs_context: bool = field(init=False)
+    """Whether running this tool needs a `ToolContext` built for the call (read per call, so
+    computed once)."""
+
+    def __post_init__(self) -> None:
+        needs = bool(self.injections) or isinstance(self.source, ToolBase)
+        object.__setattr__(self, "needs_context", needs)
 
     def renamed(self, name: str) -> RegisteredTool:
         """The same tool under another name."""
