@@ -346,9 +346,10 @@ class Engine:
             return self._failure(call, tool, exc, started)
         facts = self._classify(tool, kwargs)
         decision = self._decide(tool, kwargs, ctx)
+        admitted = _Admitted(call, tool, kwargs, ctx, decision, facts, metadata)
         if decision.effect is Effect.ASK:
-            return self._ask(call, tool, kwargs, ctx, facts, decision, metadata, started)
-        return self._verdict(call, tool, kwargs, ctx, facts, decision, metadata, started)
+            return self._ask(admitted, started)
+        return self._verdict(admitted, started)
 
     def _validate(
         self, tool: RegisteredTool, call: ToolCall, context: ContextLike, emitter: Emitter
@@ -469,69 +470,51 @@ class Engine:
             decision = strictest(decision, verdict)
         return decision
 
-    async def _ask(
-        self,
-        call: ToolCall,
-        tool: RegisteredTool,
-        kwargs: dict[str, Any],
-        ctx: ToolContext | None,
-        facts: CallFacts,
-        decision: Decision,
-        metadata: dict[str, Any],
-        started: float,
-    ) -> _Admitted | ToolResult:
+    async def _ask(self, admitted: _Admitted, started: float) -> _Admitted | ToolResult:
+        """An "ask" decision: the approver answers, and its answer becomes the decision."""
+        asked = admitted.decision
+        answer: object = False
         if self.approver is None:
-            final = Decision(
-                Effect.DENY,
-                decision.rule,
-                f"{decision.reason} — approval needed, and no approver is configured",
-            )
+            reason = f"{asked.reason} — approval needed, and no approver is configured"
         else:
             try:
-                answer = self.approver(call, decision)
+                answer = self.approver(admitted.call, asked)
                 if inspect.isawaitable(answer):
                     answer = await answer
             except Exception as exc:
-                answer = False
-                metadata.setdefault("warnings", []).append(
+                answer = False  # a failing approver refuses
+                admitted.metadata.setdefault("warnings", []).append(
                     f"the approver failed ({type(exc).__name__}: {exc}); treated as a refusal"
                 )
             verdict = "approved" if answer is True else "refused"
-            final = Decision(
-                Effect.ALLOW if answer is True else Effect.DENY,
-                decision.rule,
-                f"{decision.reason} — {verdict} by the approver",
-            )
-        metadata["approval"] = "approved" if final.effect is Effect.ALLOW else "refused"
-        return self._verdict(call, tool, kwargs, ctx, facts, final, metadata, started)
+            reason = f"{asked.reason} — {verdict} by the approver"
+        approved = answer is True
+        admitted.decision = Decision(Effect.ALLOW if approved else Effect.DENY, asked.rule, reason)
+        admitted.metadata["approval"] = "approved" if approved else "refused"
+        return self._verdict(admitted, started)
 
-    def _verdict(
-        self,
-        call: ToolCall,
-        tool: RegisteredTool,
-        kwargs: dict[str, Any],
-        ctx: ToolContext | None,
-        facts: CallFacts,
-        decision: Decision,
-        metadata: dict[str, Any],
-        started: float,
-    ) -> _Admitted | ToolResult:
+    def _verdict(self, admitted: _Admitted, started: float) -> _Admitted | ToolResult:
+        """Deny stops the call here; warn is noted and logged; allow passes."""
+        decision = admitted.decision
         if decision.effect is Effect.DENY:
             return ToolResult(
-                call_id=call.id,
-                tool=tool.name,
+                call_id=admitted.call.id,
+                tool=admitted.tool.name,
                 status="denied",
                 error=ErrorInfo(PermissionDeniedError.__name__, decision.reason),
                 decision=decision,
                 duration_s=perf_counter() - started,
-                metadata=metadata,
+                metadata=admitted.metadata,
             )
         if decision.effect is Effect.WARN:
-            metadata.setdefault("warnings", []).append(decision.reason)
+            admitted.metadata.setdefault("warnings", []).append(decision.reason)
             log.warning(
-                "tool %s (call %s) runs with a warning: %s", tool.name, call.id, decision.reason
+                "tool %s (call %s) runs with a warning: %s",
+                admitted.tool.name,
+                admitted.call.id,
+                decision.reason,
             )
-        return _Admitted(call, tool, kwargs, ctx, decision, facts, metadata)
+        return admitted
 
     # -- steps 5-7: schedule, run, result ----------------------------------------------------
 
