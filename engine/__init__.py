@@ -18,7 +18,7 @@ from engine.callcontext import CallContext
 from engine.calls import ErrorInfo, ToolCall, ToolChunk, ToolResult, new_call_id
 from engine.content import ImageBlock, TextBlock, ToolOutput
 from engine.context import Emitter, FromContext, ToolContext
-from engine.engine import CallFacts, Engine
+from engine.engine import Engine
 from engine.errors import (
     ArgumentError,
     CallError,
@@ -35,6 +35,7 @@ from engine.errors import (
     ToolTimeoutError,
     UnknownToolError,
 )
+from engine.outcomes import CallFacts
 from engine.registry import ToolRegistry
 from engine.retry import RetryPolicy
 from engine.skills import Skill

@@ -20,16 +20,16 @@ import math
 import posixpath
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, cast
 
 import orjson
 import pydantic_core
 
+from engine import outcomes
 from engine.callcontext import CallContext
 from engine.calls import ErrorInfo, Status, ToolCall, ToolChunk, ToolResult
-from engine.content import Block, TextBlock, ToolOutput, merge_blocks, to_content
+from engine.content import Block, merge_blocks, to_content
 from engine.context import (
     EMPTY_LEVEL,
     SILENT_EMITTER,
@@ -42,11 +42,11 @@ from engine.deadline import Watchdog
 from engine.errors import (
     ArgumentError,
     CallError,
-    OutputError,
     PermissionDeniedError,
     ToolTimeoutError,
     UnknownToolError,
 )
+from engine.outcomes import Admitted, CallFacts, RunFailed
 from engine.retry import DEFAULT_RETRY, RetryPolicy
 from engine.scheduler import Scheduler
 from engine.schema import REQUIRED
@@ -63,38 +63,6 @@ Approver = Callable[[ToolCall, Decision], "bool | Awaitable[bool]"]
 # The policy seam: until a policy engine is attached, every call is allowed by this decision,
 # and tools' own check_permissions hooks can still warn, ask or deny.
 NO_POLICY = Decision(Effect.ALLOW, None, "no policy configured: calls are allowed")
-
-
-@dataclass(frozen=True, slots=True)
-class CallFacts:
-    """What the policy needs to know about a call, derived before it runs."""
-
-    read_only: bool
-    concurrency_safe: bool
-    paths: tuple[tuple[str, Access], ...] = ()
-    command: str | None = None
-
-
-@dataclass(slots=True)
-class _Admitted:
-    """A call that passed resolve, validate, classify and decide."""
-
-    call: ToolCall
-    tool: RegisteredTool
-    kwargs: dict[str, Any]
-    ctx: ToolContext | None
-    decision: Decision
-    facts: CallFacts
-    metadata: dict[str, Any]
-
-
-class _Failed(Exception):
-    """A run that ended in failure after ``attempts`` attempts."""
-
-    def __init__(self, error: BaseException, attempts: int, status: Status) -> None:
-        self.error = error
-        self.attempts = attempts
-        self.status = status
 
 
 class Engine:
@@ -141,6 +109,10 @@ class Engine:
         self._watchdog: Watchdog | None = None
         self._closed = False
 
+    def _limit(self, tool: RegisteredTool) -> float:
+        """Seconds an attempt of ``tool`` may take."""
+        return tool.spec.timeout or self.default_timeout
+
     def _watch(self) -> Watchdog:
         loop = asyncio.get_running_loop()
         watchdog = self._watchdog
@@ -172,10 +144,10 @@ class Engine:
         fault; re-raises the caller's own cancellation after recording the call as cancelled."""
         started = perf_counter()
         self.calls.track(call)
-        admitted: _Admitted | None = None
+        admitted: Admitted | None = None
         try:
             outcome = self._admit(call, context, SILENT_EMITTER, started)
-            if not isinstance(outcome, (_Admitted, ToolResult)):
+            if not isinstance(outcome, (Admitted, ToolResult)):
                 outcome = await outcome  # an "ask" decision waiting for the approver
             if isinstance(outcome, ToolResult):
                 result = outcome
@@ -183,10 +155,10 @@ class Engine:
                 admitted = outcome
                 result = await self._execute(call, admitted, started)
         except asyncio.CancelledError:
-            self.calls.record(self._cancelled(call, admitted, started))
+            self.calls.record(outcomes.cancelled(call, admitted, started))
             raise
         except Exception as exc:  # a bug in Stockade itself: still answer, and say so loudly
-            result = self._internal_error(call, admitted, exc, started)
+            result = outcomes.internal_error(call, admitted, exc, started)
         self.calls.record(result)
         return result
 
@@ -224,7 +196,7 @@ class Engine:
             for item in batch_calls:  # calls that never started are cancelled too
                 if self.calls.result(item.id) is None:
                     self.calls.track(item)
-                    self.calls.record(self._cancelled(item, None, started))
+                    self.calls.record(outcomes.cancelled(item, None, started))
             raise
         return [r for r in results if r is not None]
 
@@ -244,7 +216,7 @@ class Engine:
             self._submitted.discard(done)
             if done.cancelled() and self.calls.result(call.id) is None:
                 # cancelled before the call began: record it, or it would stay pending forever
-                self.calls.record(self._cancelled(call, None, started))
+                self.calls.record(outcomes.cancelled(call, None, started))
 
         task.add_done_callback(finished)
         return task
@@ -259,13 +231,13 @@ class Engine:
         started = perf_counter()
         self.calls.track(call)
         queue: asyncio.Queue[list[Block]] = asyncio.Queue()
-        admitted: _Admitted | None = None
+        admitted: Admitted | None = None
         result: ToolResult | None = None
         try:
             outcome = self._admit(call, context, Emitter(queue.put_nowait), started)
-            if not isinstance(outcome, (_Admitted, ToolResult)):
+            if not isinstance(outcome, (Admitted, ToolResult)):
                 outcome = await outcome
-            if isinstance(outcome, _Admitted):
+            if isinstance(outcome, Admitted):
                 admitted = outcome
                 async with contextlib.aclosing(
                     self._stream_run(call, admitted, queue, started)
@@ -278,10 +250,10 @@ class Engine:
             else:
                 result = outcome
         except (asyncio.CancelledError, GeneratorExit):
-            self.calls.record(self._cancelled(call, admitted, started))
+            self.calls.record(outcomes.cancelled(call, admitted, started))
             raise
         except Exception as exc:  # a bug in Stockade itself: still answer, and say so loudly
-            result = self._internal_error(call, admitted, exc, started)
+            result = outcomes.internal_error(call, admitted, exc, started)
         assert result is not None
         self.calls.record(result)
         yield ToolChunk(
@@ -289,16 +261,18 @@ class Engine:
         )
 
     async def _stream_run(
-        self, call: ToolCall, admitted: _Admitted, queue: asyncio.Queue[list[Block]], started: float
+        self, call: ToolCall, admitted: Admitted, queue: asyncio.Queue[list[Block]], started: float
     ) -> AsyncGenerator[ToolChunk, None]:
         """Steps 5-7 for a streamed call: chunks as they come, then one chunk with the result."""
         tool = admitted.tool
         exclusive = not tool.spec.shares
-        timeout = tool.spec.timeout or self.default_timeout
+        timeout = self._limit(tool)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         if not await self._acquire(exclusive, timeout):
-            result = self._timeout_result(call, admitted, started, 0, waited=True)
+            result = outcomes.timed_out(
+                admitted, started, 0, self._limit(admitted.tool), waited=True
+            )
             yield ToolChunk(call.id, tool.name, [], True, result)
             return
         producer = loop.create_task(self._produce(admitted, queue, deadline))
@@ -316,7 +290,7 @@ class Engine:
                     continue
                 getter.cancel()
                 if not producer.done():
-                    result = self._timeout_result(call, admitted, started, 1)
+                    result = outcomes.timed_out(admitted, started, 1, timeout)
                     break
                 while not queue.empty():  # chunks put just before the tool finished
                     yield ToolChunk(call.id, tool.name, queue.get_nowait())
@@ -334,19 +308,19 @@ class Engine:
 
     def _admit(
         self, call: ToolCall, context: ContextLike, emitter: Emitter, started: float
-    ) -> _Admitted | ToolResult | Awaitable[_Admitted | ToolResult]:
+    ) -> Admitted | ToolResult | Awaitable[Admitted | ToolResult]:
         tool = self.toolkit.resolve(call.name)
         if tool is None:
-            return self._failure(
+            return outcomes.failure(
                 call, None, UnknownToolError(self.toolkit.unavailable_reason(call.name)), started
             )
         try:
             kwargs, ctx, metadata = self._validate(tool, call, context, emitter)
         except CallError as exc:
-            return self._failure(call, tool, exc, started)
+            return outcomes.failure(call, tool, exc, started)
         facts = self._classify(tool, kwargs)
         decision = self._decide(tool, kwargs, ctx)
-        admitted = _Admitted(call, tool, kwargs, ctx, decision, facts, metadata)
+        admitted = Admitted(call, tool, kwargs, ctx, decision, facts, metadata)
         if decision.effect is Effect.ASK:
             return self._ask(admitted, started)
         return self._verdict(admitted, started)
@@ -470,7 +444,7 @@ class Engine:
             decision = strictest(decision, verdict)
         return decision
 
-    async def _ask(self, admitted: _Admitted, started: float) -> _Admitted | ToolResult:
+    async def _ask(self, admitted: Admitted, started: float) -> Admitted | ToolResult:
         """An "ask" decision: the approver answers, and its answer becomes the decision."""
         asked = admitted.decision
         answer: object = False
@@ -493,7 +467,7 @@ class Engine:
         admitted.metadata["approval"] = "approved" if approved else "refused"
         return self._verdict(admitted, started)
 
-    def _verdict(self, admitted: _Admitted, started: float) -> _Admitted | ToolResult:
+    def _verdict(self, admitted: Admitted, started: float) -> Admitted | ToolResult:
         """Deny stops the call here; warn is noted and logged; allow passes."""
         decision = admitted.decision
         if decision.effect is Effect.DENY:
@@ -518,20 +492,20 @@ class Engine:
 
     # -- steps 5-7: schedule, run, result ----------------------------------------------------
 
-    async def _execute(self, call: ToolCall, admitted: _Admitted, started: float) -> ToolResult:
+    async def _execute(self, call: ToolCall, admitted: Admitted, started: float) -> ToolResult:
         tool = admitted.tool
         exclusive = not tool.spec.shares
-        timeout = tool.spec.timeout or self.default_timeout
+        timeout = self._limit(tool)
         scheduler = self._scheduler
         if not scheduler.try_acquire(exclusive) and not await self._acquire(exclusive, timeout):
-            return self._timeout_result(call, admitted, started, 0, waited=True)
+            return outcomes.timed_out(admitted, started, 0, timeout, waited=True)
         try:
             value, attempts = await self._run(admitted, timeout)
-        except _Failed as failed:
-            return self._result_of_failure(call, admitted, started, failed)
+        except RunFailed as failed:
+            return outcomes.run_failure(admitted, started, failed)
         finally:
             scheduler.release(exclusive)
-        return self._result(call, admitted, started, value, attempts)
+        return outcomes.success(admitted, started, value, attempts, self.max_result_chars)
 
     async def _acquire(self, exclusive: bool, limit_s: float) -> bool:
         """Step 5 (slow path): wait for a slot, at most ``limit_s`` seconds."""
@@ -545,7 +519,7 @@ class Engine:
         deadline.stop()
         return True
 
-    async def _run(self, admitted: _Admitted, limit_s: float) -> tuple[Any, int]:
+    async def _run(self, admitted: Admitted, limit_s: float) -> tuple[Any, int]:
         """Step 6: attempts, each under its own deadline, retried per the retry policy."""
         tool = admitted.tool
         watchdog = self._watch()
@@ -573,7 +547,7 @@ class Engine:
                 return value, attempt
             await self._backoff(admitted, error, attempt)
 
-    def _work(self, admitted: _Admitted) -> Awaitable[Any]:
+    def _work(self, admitted: Admitted) -> Awaitable[Any]:
         """The awaitable that does one attempt's work, by how the tool runs."""
         tool = admitted.tool
         mode = tool.mode
@@ -587,7 +561,7 @@ class Engine:
             return self._in_thread(_drain_sync, tool.invoke, admitted.kwargs, admitted.ctx)
         return self._external(admitted)
 
-    def _timed_out(self, admitted: _Admitted, limit_s: float) -> ToolTimeoutError:
+    def _timed_out(self, admitted: Admitted, limit_s: float) -> ToolTimeoutError:
         if admitted.tool.mode in (Mode.SYNC, Mode.SYNC_GEN):
             admitted.metadata.setdefault("warnings", []).append(
                 "the tool's worker thread was still running at the timeout; a thread cannot be "
@@ -595,14 +569,14 @@ class Engine:
             )
         return ToolTimeoutError(f"tool {admitted.tool.name!r} did not finish within {limit_s:g}s")
 
-    async def _backoff(self, admitted: _Admitted, error: BaseException, attempt: int) -> None:
-        """Wait before the next attempt, or raise `_Failed` if there is none."""
+    async def _backoff(self, admitted: Admitted, error: BaseException, attempt: int) -> None:
+        """Wait before the next attempt, or raise `RunFailed` if there is none."""
         tool = admitted.tool
         policy = tool.spec.retry or self.retry
         safe = tool.spec.idempotent or tool.spec.read_only
         if not policy.should_retry(error, attempt, safe_tool=safe):
             status: Status = "timeout" if isinstance(error, ToolTimeoutError) else "error"
-            raise _Failed(error, attempt, status)
+            raise RunFailed(error, attempt, status)
         delay = policy.delay(attempt, self._rng)
         admitted.metadata.setdefault("retries", []).append(
             {"attempt": attempt, "error": str(ErrorInfo.of(error)), "delay_s": round(delay, 4)}
@@ -621,7 +595,7 @@ class Engine:
             executor, functools.partial(context.run, fn, *args)
         )
 
-    async def _external(self, admitted: _Admitted) -> Any:
+    async def _external(self, admitted: Admitted) -> Any:
         call_id = admitted.call.id
         future = self.calls.expect_external(call_id)
         try:
@@ -630,7 +604,7 @@ class Engine:
             self.calls.forget_external(call_id)
 
     async def _produce(
-        self, admitted: _Admitted, queue: asyncio.Queue[list[Block]], deadline: float
+        self, admitted: Admitted, queue: asyncio.Queue[list[Block]], deadline: float
     ) -> tuple[Any, int]:
         """The streaming run: generator yields go to ``queue`` as they come. Retries happen
         only while nothing has been delivered, so a consumer never sees a chunk twice."""
@@ -669,167 +643,23 @@ class Engine:
                 raise
             except (Exception, SystemExit) as exc:
                 if collected:
-                    raise _Failed(exc, attempt, "error") from None
+                    raise RunFailed(exc, attempt, "error") from None
                 await self._backoff(admitted, exc, attempt)
 
     def _finish_from_task(
         self,
         call: ToolCall,
-        admitted: _Admitted,
+        admitted: Admitted,
         started: float,
         producer: asyncio.Task[tuple[Any, int]],
     ) -> ToolResult:
         error = producer.exception()
-        if isinstance(error, _Failed):
-            return self._result_of_failure(call, admitted, started, error)
+        if isinstance(error, RunFailed):
+            return outcomes.run_failure(admitted, started, error)
         if error is not None:
-            return self._result_of_failure(call, admitted, started, _Failed(error, 1, "error"))
+            return outcomes.run_failure(admitted, started, RunFailed(error, 1, "error"))
         value, attempts = producer.result()
-        return self._result(call, admitted, started, value, attempts)
-
-    def _result(
-        self, call: ToolCall, admitted: _Admitted, started: float, value: Any, attempts: int
-    ) -> ToolResult:
-        """Step 7: content from the return value, size cap, postprocess."""
-        metadata = admitted.metadata
-        try:
-            if isinstance(value, ToolOutput):
-                metadata.update(value.metadata)
-                value = value.content
-            content = to_content(value)
-        except OutputError as exc:
-            return self._result_of_failure(call, admitted, started, _Failed(exc, attempts, "error"))
-        limit = self.max_result_chars
-        if limit and (len(content) != 1 or len(getattr(content[0], "text", "")) > limit):
-            content = self._capped(content, metadata)
-        result = ToolResult(
-            call_id=call.id,
-            tool=admitted.tool.name,
-            status="ok",
-            content=content,
-            decision=admitted.decision,
-            attempts=attempts,
-            duration_s=perf_counter() - started,
-            metadata=metadata,
-        )
-        if admitted.tool.postprocess is None:
-            return result
-        return self._postprocess(call, admitted.tool, result)
-
-    def _capped(self, content: list[Block], metadata: dict[str, Any]) -> list[Block]:
-        limit = self.max_result_chars
-        total = 0
-        for index, block in enumerate(content):
-            if isinstance(block, TextBlock):
-                total += len(block.text)
-                if total > limit:
-                    keep = len(block.text) - (total - limit)
-                    full = sum(len(b.text) for b in content if isinstance(b, TextBlock))
-                    metadata["truncated"] = {"chars": full, "kept": limit}
-                    note = f"\n[output truncated: {full} characters, the first {limit} shown]"
-                    return [*content[:index], TextBlock(block.text[:keep] + note)]
-        return content
-
-    def _postprocess(self, call: ToolCall, tool: RegisteredTool, result: ToolResult) -> ToolResult:
-        hook = tool.postprocess
-        if hook is None:
-            return result
-        try:
-            replaced = hook(call, result)
-        except Exception as exc:
-            result.status = "error"
-            result.error = ErrorInfo(
-                type(exc).__name__, f"the postprocess hook of {tool.name!r} failed: {exc}"
-            )
-            return result
-        if replaced is None:
-            return result
-        if not isinstance(replaced, ToolResult):
-            result.status = "error"
-            result.error = ErrorInfo(
-                OutputError.__name__,
-                f"the postprocess hook of {tool.name!r} returned {type(replaced).__name__}, "
-                "not a ToolResult or None",
-            )
-            return result
-        return replaced
-
-    # -- results for the unhappy paths ---------------------------------------------------------
-
-    def _internal_error(
-        self, call: ToolCall, admitted: _Admitted | None, exc: Exception, started: float
-    ) -> ToolResult:
-        log.exception("internal error while running call %s (%s)", call.id, call.name)
-        result = self._failure(call, admitted.tool if admitted else None, exc, started)
-        result.error = ErrorInfo(
-            type(exc).__name__, f"internal error in Stockade ({exc}); please report it"
-        )
-        return result
-
-    def _failure(
-        self, call: ToolCall, tool: RegisteredTool | None, error: BaseException, started: float
-    ) -> ToolResult:
-        return ToolResult(
-            call_id=call.id,
-            tool=tool.name if tool else call.name,
-            status="error",
-            error=ErrorInfo.of(error),
-            duration_s=perf_counter() - started,
-        )
-
-    def _result_of_failure(
-        self, call: ToolCall, admitted: _Admitted, started: float, failed: _Failed
-    ) -> ToolResult:
-        result = ToolResult(
-            call_id=call.id,
-            tool=admitted.tool.name,
-            status=failed.status,
-            error=ErrorInfo.of(failed.error),
-            decision=admitted.decision,
-            attempts=failed.attempts,
-            duration_s=perf_counter() - started,
-            metadata=admitted.metadata,
-        )
-        if admitted.tool.postprocess is None:
-            return result
-        return self._postprocess(call, admitted.tool, result)
-
-    def _timeout_result(
-        self,
-        call: ToolCall,
-        admitted: _Admitted,
-        started: float,
-        attempts: int,
-        *,
-        waited: bool = False,
-    ) -> ToolResult:
-        timeout = admitted.tool.spec.timeout or self.default_timeout
-        message = (
-            f"waited {timeout:g}s for a free slot (other calls held the engine) and gave up"
-            if waited
-            else f"tool {admitted.tool.name!r} did not finish within {timeout:g}s"
-        )
-        return ToolResult(
-            call_id=call.id,
-            tool=admitted.tool.name,
-            status="timeout",
-            error=ErrorInfo(ToolTimeoutError.__name__, message),
-            decision=admitted.decision,
-            attempts=attempts,
-            duration_s=perf_counter() - started,
-            metadata=admitted.metadata,
-        )
-
-    def _cancelled(self, call: ToolCall, admitted: _Admitted | None, started: float) -> ToolResult:
-        return ToolResult(
-            call_id=call.id,
-            tool=admitted.tool.name if admitted else call.name,
-            status="cancelled",
-            error=ErrorInfo("CancelledError", "the call was cancelled before it finished"),
-            decision=admitted.decision if admitted else None,
-            duration_s=perf_counter() - started,
-            metadata=admitted.metadata if admitted else {},
-        )
+        return outcomes.success(admitted, started, value, attempts, self.max_result_chars)
 
 
 async def _drain_async(agen: AsyncIterator[Any]) -> list[Block]:
