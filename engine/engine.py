@@ -270,9 +270,7 @@ class Engine:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         if not await self._acquire(exclusive, timeout):
-            result = outcomes.timed_out(
-                admitted, started, 0, self._limit(admitted.tool), waited=True
-            )
+            result = outcomes.timed_out(admitted, started, 0, timeout, waited=True)
             yield ToolChunk(call.id, tool.name, [], True, result)
             return
         producer = loop.create_task(self._produce(admitted, queue, deadline))
