@@ -81,9 +81,6 @@ class ContextLevel:
         return list(self._by_type)
 
 
-EMPTY_LEVEL: Final = ContextLevel()
-
-
 class Emitter:
     """Sends progress chunks from a running tool to whoever streams the call.
 

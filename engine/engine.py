@@ -31,7 +31,6 @@ from engine.callcontext import CallContext
 from engine.calls import ErrorInfo, Status, ToolCall, ToolChunk, ToolResult
 from engine.content import Block, merge_blocks, to_content
 from engine.context import (
-    EMPTY_LEVEL,
     SILENT_EMITTER,
     ContextLevel,
     ContextLike,
@@ -341,10 +340,10 @@ class Engine:
         kwargs = tool.validate(arguments)
         if not tool.needs_context:
             return kwargs, None, metadata
-        call_level = EMPTY_LEVEL if context is None else ContextLevel(context)
-        ctx = ToolContext(
-            call, tool.name, emitter, (call_level, self.context, self.toolkit.context)
-        )
+        levels: tuple[ContextLevel, ...] = (self.context, self.toolkit.context)
+        if context is not None:  # call level first: call > engine (agent) > toolkit
+            levels = (ContextLevel(context), *levels)
+        ctx = ToolContext(call, tool.name, emitter, levels)
         for injection in tool.injections:
             wanted = injection.type
             if issubclass(wanted, Emitter):
