@@ -90,6 +90,16 @@ def obj(properties: dict[str, Any], required: list[str] | None = None, **extra: 
     return schema
 
 
+# The same signature documented in each docstring style must give the same schema.
+DOCUMENTED_SCHEMA = obj(
+    {
+        "path": {"type": "string", "description": "Where the file is."},
+        "limit": {"type": "integer", "default": 10, "description": "How many lines at most."},
+    },
+    ["path"],
+)
+
+
 # -- 1. the schema table -----------------------------------------------------------------------
 
 
@@ -426,47 +436,17 @@ SCHEMA_TABLE = [
     ),
     pytest.param(
         google_doc,
-        obj(
-            {
-                "path": {"type": "string", "description": "Where the file is."},
-                "limit": {
-                    "type": "integer",
-                    "default": 10,
-                    "description": "How many lines at most.",
-                },
-            },
-            ["path"],
-        ),
+        DOCUMENTED_SCHEMA,
         id="google-docstring",
     ),
     pytest.param(
         numpy_doc,
-        obj(
-            {
-                "path": {"type": "string", "description": "Where the file is."},
-                "limit": {
-                    "type": "integer",
-                    "default": 10,
-                    "description": "How many lines at most.",
-                },
-            },
-            ["path"],
-        ),
+        DOCUMENTED_SCHEMA,
         id="numpy-docstring",
     ),
     pytest.param(
         rest_doc,
-        obj(
-            {
-                "path": {"type": "string", "description": "Where the file is."},
-                "limit": {
-                    "type": "integer",
-                    "default": 10,
-                    "description": "How many lines at most.",
-                },
-            },
-            ["path"],
-        ),
+        DOCUMENTED_SCHEMA,
         id="rest-docstring",
     ),
     pytest.param(
