@@ -35,7 +35,6 @@ from engine.errors import (
     ToolTimeoutError,
     UnknownToolError,
 )
-from engine.outcomes import CallFacts
 from engine.registry import ToolRegistry
 from engine.retry import RetryPolicy
 from engine.skills import Skill
@@ -49,7 +48,6 @@ __all__ = [
     "ArgumentError",
     "CallContext",
     "CallError",
-    "CallFacts",
     "ContextMissingError",
     "DuplicateToolError",
     "Emitter",

@@ -2,8 +2,9 @@
 
 Seed 003's ToolCallContext. Calls are tracked from the moment the engine receives them (so a
 submitted call is visible as pending at once); results arrive in whatever order calls finish
-and are matched by id; listeners hear every result. Results of *external* tools are delivered
-here by whoever ran them (`deliver`).
+and are matched by id; listeners hear every result. A call of an *external* tool first gets a
+``pending`` result (listeners hear it) and stays pending until `Engine.complete` delivers the
+final one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
 
 from engine.calls import ToolCall, ToolResult
 
@@ -32,7 +32,6 @@ class CallContext:
         self._results: dict[str, ToolResult] = {}
         self._listeners: list[Listener] = []
         self._waiters: dict[str, list[asyncio.Future[ToolResult]]] = {}
-        self._external: dict[str, asyncio.Future[Any]] = {}
         self._listener_failures: set[int] = set()
 
     # -- reading -----------------------------------------------------------------------------
@@ -49,7 +48,7 @@ class CallContext:
 
     @property
     def pending(self) -> list[ToolCall]:
-        """Calls still running (or waiting for an external result)."""
+        """Calls without a final result yet: running, or external and not completed."""
         return [c for i, c in self._calls.items() if i not in self._results]
 
     def result(self, call_id: str) -> ToolResult | None:
@@ -78,35 +77,6 @@ class CallContext:
         """Stop notifying ``listener``."""
         self._listeners.remove(listener)
 
-    # -- external tools ----------------------------------------------------------------------
-
-    def deliver(self, call_id: str, value: Any) -> None:
-        """Hand in the outcome of an external tool's call: content, a `ToolOutput`, or an
-        exception instance for a failure. Raises LookupError if no such call is waiting."""
-        future = self._external.get(call_id)
-        if future is None or future.done():
-            waiting = ", ".join(self._external) or "(none)"
-            raise LookupError(f"no external call {call_id!r} is waiting; waiting: {waiting}")
-        if isinstance(value, BaseException):
-            future.set_exception(value)
-        else:
-            future.set_result(value)
-
-    def expect_external(self, call_id: str) -> asyncio.Future[Any]:
-        """(Engine use.) A future resolved by `deliver` for this call."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._external[call_id] = future
-        return future
-
-    def forget_external(self, call_id: str) -> None:
-        """(Engine use.) Stop waiting for a delivery."""
-        self._external.pop(call_id, None)
-
-    @property
-    def awaiting_delivery(self) -> list[str]:
-        """Ids of external calls waiting for `deliver`."""
-        return [i for i, f in self._external.items() if not f.done()]
-
     # -- engine side -------------------------------------------------------------------------
 
     def track(self, call: ToolCall) -> None:
@@ -118,10 +88,12 @@ class CallContext:
             self._results.pop(old, None)
 
     def record(self, result: ToolResult) -> None:
-        """(Engine use.) Store a result, wake waiters, notify listeners."""
-        if result.call_id in self._calls:  # a call already dropped from the history stays dropped
+        """(Engine use.) Store a result, wake waiters, notify listeners. A ``pending`` result is
+        only announced: the call stays pending until its final result."""
+        final = result.status != "pending"
+        if final and result.call_id in self._calls:  # a dropped call stays dropped
             self._results[result.call_id] = result
-        if self._waiters:
+        if final and self._waiters:
             for future in self._waiters.pop(result.call_id, ()):
                 if not future.done():
                     future.set_result(result)

@@ -15,8 +15,8 @@ from typing import Any, Literal
 from engine.content import Block, block_from_dict, block_to_dict, text_of
 from policies import Decision, Effect
 
-Status = Literal["ok", "error", "denied", "timeout", "cancelled"]
-STATUSES: tuple[Status, ...] = ("ok", "error", "denied", "timeout", "cancelled")
+Status = Literal["ok", "error", "denied", "timeout", "cancelled", "pending"]
+STATUSES: tuple[Status, ...] = ("ok", "error", "denied", "timeout", "cancelled", "pending")
 
 
 def new_call_id() -> str:

@@ -17,7 +17,6 @@ import functools
 import inspect
 import logging
 import math
-import posixpath
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from time import perf_counter
@@ -45,40 +44,45 @@ from engine.errors import (
     ToolTimeoutError,
     UnknownToolError,
 )
-from engine.outcomes import Admitted, CallFacts, RunFailed
+from engine.outcomes import Admitted, RunFailed
 from engine.retry import DEFAULT_RETRY, RetryPolicy
-from engine.scheduler import Scheduler
+from engine.scheduler import Gates, Scheduler
 from engine.schema import REQUIRED
 from engine.tool import Access, Mode, RegisteredTool
 from engine.toolkit import Toolkit
 from engine.workers import WorkerPool
-from policies import Decision, Effect, strictest
+from policies import (
+    Decision,
+    Effect,
+    PathSpellingError,
+    Policy,
+    Request,
+    canonical,
+    strictest,
+)
 
 log = logging.getLogger("stockade.engine")
 
-WORKSPACE = "/workspace"
 Approver = Callable[[ToolCall, Decision], "bool | Awaitable[bool]"]
-
-# The policy seam: until a policy engine is attached, every call is allowed by this decision,
-# and tools' own check_permissions hooks can still warn, ask or deny.
-NO_POLICY = Decision(Effect.ALLOW, None, "no policy configured: calls are allowed")
 
 
 class Engine:
     """Runs tool calls from a `Toolkit` safely.
 
-    ``context`` objects are injected by type (agent level: beats the toolkit's, loses to a
-    call's). ``approver(call, decision)`` answers "ask" decisions (it may be async); without one,
-    "ask" means deny. ``default_timeout`` applies to tools that declare none; ``retry`` is the
-    policy for tools that declare none. Sync tools run in a pool of ``max_workers`` threads.
-    Use as ``async with Engine(...) as engine:`` or call `aclose` to stop submitted calls and
-    worker threads.
+    ``policy`` decides every call (the ``default`` preset when none is given) and sets the
+    concurrency limits. ``context`` objects are injected by type (agent level: beats the
+    toolkit's, loses to a call's). ``approver(call, decision)`` answers "ask" decisions (it may
+    be async); without one, "ask" means deny. ``default_timeout`` applies to tools that declare
+    none; ``retry`` is the policy for tools that declare none. Sync tools run in a pool of
+    ``max_workers`` threads. Use as ``async with Engine(...) as engine:`` or call `aclose` to
+    stop submitted calls and worker threads.
     """
 
     def __init__(
         self,
         toolkit: Toolkit,
         *,
+        policy: Policy | None = None,
         approver: Approver | None = None,
         context: ContextLike = None,
         default_timeout: float = 30.0,
@@ -92,6 +96,8 @@ class Engine:
         if not math.isfinite(default_timeout) or default_timeout <= 0:
             raise ValueError(f"default_timeout must be a positive number, got {default_timeout}")
         self.toolkit = toolkit
+        # no engine runs without a policy: none given means the default preset
+        self.policy = policy if policy is not None else Policy.preset("default")
         self.approver = approver
         self.context = ContextLevel(context)
         self.default_timeout = default_timeout
@@ -100,11 +106,14 @@ class Engine:
         self.max_result_chars = max_result_chars
         self.calls = CallContext(history=history)
         self._scheduler = Scheduler()
+        self._gates = Gates()
+        self._has_limits = self.policy.has_limits
+        self._waiting_external: dict[str, tuple[Admitted, float]] = {}
         self._rng = rng or random.Random()
         self._max_workers = max_workers
         self._executor: WorkerPool | None = None
         self._submitted: set[asyncio.Task[ToolResult]] = set()
-        self._facts: dict[RegisteredTool, CallFacts] = {}
+        self._requests: dict[tuple[RegisteredTool, str], Request] = {}
         self._watchdog: Watchdog | None = None
         self._closed = False
 
@@ -185,7 +194,7 @@ class Engine:
         try:
             for index, item in enumerate(batch_calls):
                 tool = self.toolkit.resolve(item.name)
-                if tool is None or tool.spec.shares:
+                if tool is None or not self._exclusive(tool, item.subject):
                     batch.append(index)
                     continue
                 await flush()
@@ -264,12 +273,16 @@ class Engine:
     ) -> AsyncGenerator[ToolChunk, None]:
         """Steps 5-7 for a streamed call: chunks as they come, then one chunk with the result."""
         tool = admitted.tool
-        exclusive = not tool.spec.shares
+        if tool.mode is Mode.EXTERNAL:
+            yield ToolChunk(call.id, tool.name, [], True, self._pending(admitted, started))
+            return
+        exclusive, gates = self._slot(tool, call.subject)
         timeout = self._limit(tool)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        if not await self._acquire(exclusive, timeout):
-            result = outcomes.timed_out(admitted, started, 0, timeout, waited=True)
+        if not await self._acquire(exclusive, gates, timeout):
+            waited = self._waited(tool, call.subject)
+            result = outcomes.timed_out(admitted, started, 0, timeout, waited=waited)
             yield ToolChunk(call.id, tool.name, [], True, result)
             return
         producer = loop.create_task(self._produce(admitted, queue, deadline))
@@ -294,7 +307,7 @@ class Engine:
                 result = self._finish_from_task(call, admitted, started, producer)
                 break
         finally:
-            self._scheduler.release(exclusive)
+            self._release(exclusive, gates)
             for task in (getter, producer):
                 if task is not None and not task.done():
                     task.cancel()
@@ -315,9 +328,9 @@ class Engine:
             kwargs, ctx, metadata = self._validate(tool, call, context, emitter)
         except CallError as exc:
             return outcomes.failure(call, tool, exc, started)
-        facts = self._classify(tool, kwargs)
-        decision = self._decide(tool, kwargs, ctx)
-        admitted = Admitted(call, tool, kwargs, ctx, decision, facts, metadata)
+        request = self._classify(tool, call, kwargs)
+        decision = self._decide(tool, request, kwargs, ctx)
+        admitted = Admitted(call, tool, kwargs, ctx, decision, request, metadata)
         if decision.effect is Effect.ASK:
             return self._ask(admitted, started)
         return self._verdict(admitted, started)
@@ -399,28 +412,50 @@ class Engine:
             )
         return arguments
 
-    def _classify(self, tool: RegisteredTool, kwargs: Mapping[str, Any]) -> CallFacts:
-        """Step 3: the facts a policy decides on. Paths are resolved lexically against
-        /workspace here; the virtual filesystem resolves them for real when attached."""
+    def _classify(self, tool: RegisteredTool, call: ToolCall, kwargs: Mapping[str, Any]) -> Request:
+        """Step 3: the facts the policy decides on: who calls which tool, whether it is
+        read-only, the paths it will touch and how (canonical; resolved lexically against
+        /workspace until a virtual filesystem is attached), and the command it will run."""
         spec = tool.spec
-        if not spec.paths:
-            facts = self._facts.get(tool)
-            if facts is None:
-                facts = self._facts[tool] = CallFacts(spec.read_only, spec.shares)
-            return facts
+        if not spec.paths and spec.command is None:
+            key = (tool, call.subject)
+            request = self._requests.get(key)
+            if request is None:
+                if len(self._requests) >= 4096:
+                    self._requests.clear()
+                request = self._requests[key] = Request(
+                    call.subject, tool.name, "call", (), None, spec.read_only, spec.dangerous_paths
+                )
+            return request
         paths: list[tuple[str, Access]] = []
         for name, access in spec.paths.items():
             value = kwargs.get(name)
             values = value if isinstance(value, list | tuple) else [value]
-            paths.extend((_lexical(v), access) for v in values if isinstance(v, str))
-        return CallFacts(spec.read_only, spec.shares, tuple(paths))
+            paths.extend((_canonical(v), access) for v in values if isinstance(v, str))
+        command = None
+        if spec.command is not None:
+            given = kwargs.get(spec.command)
+            command = given if isinstance(given, str) else str(given)
+        return Request(
+            call.subject,
+            tool.name,
+            "execute" if spec.command is not None else "call",
+            tuple(paths),
+            command,
+            spec.read_only,
+            spec.dangerous_paths,
+        )
 
     def _decide(
-        self, tool: RegisteredTool, kwargs: dict[str, Any], ctx: ToolContext | None
+        self,
+        tool: RegisteredTool,
+        request: Request,
+        kwargs: dict[str, Any],
+        ctx: ToolContext | None,
     ) -> Decision:
-        """Step 4: the policy seam, then the tool's own permission hook; the stricter wins.
-        A hook that fails denies: a permission check never fails open."""
-        decision = NO_POLICY
+        """Step 4: the policy decides; the tool's own permission hook can only make the
+        decision stricter. A hook that fails denies: a permission check never fails open."""
+        decision = self.policy.decide(request)
         check = tool.permission_check
         if check is not None and ctx is not None:
             try:
@@ -490,31 +525,83 @@ class Engine:
     # -- steps 5-7: schedule, run, result ----------------------------------------------------
 
     async def _execute(self, call: ToolCall, admitted: Admitted, started: float) -> ToolResult:
-        tool = admitted.tool
-        exclusive = not tool.spec.shares
-        timeout = self._limit(tool)
-        scheduler = self._scheduler
-        if not scheduler.try_acquire(exclusive) and not await self._acquire(exclusive, timeout):
-            return outcomes.timed_out(admitted, started, 0, timeout, waited=True)
+        if admitted.tool.mode is Mode.EXTERNAL:
+            return self._pending(admitted, started)
+        timeout = self._limit(admitted.tool)
+        exclusive, gates = self._slot(admitted.tool, call.subject)
+        if (gates or not self._scheduler.try_acquire(exclusive)) and not await self._acquire(
+            exclusive, gates, timeout
+        ):
+            waited = self._waited(admitted.tool, call.subject)
+            return outcomes.timed_out(admitted, started, 0, timeout, waited=waited)
         try:
             value, attempts = await self._run(admitted, timeout)
         except RunFailed as failed:
             return outcomes.run_failure(admitted, started, failed)
         finally:
-            scheduler.release(exclusive)
+            self._release(exclusive, gates)
         return outcomes.success(admitted, started, value, attempts, self.max_result_chars)
 
-    async def _acquire(self, exclusive: bool, limit_s: float) -> bool:
-        """Step 5 (slow path): wait for a slot, at most ``limit_s`` seconds."""
+    def _exclusive(self, tool: RegisteredTool, subject: str) -> bool:
+        """Whether calls of ``tool`` must run alone: not concurrency-safe, or made exclusive by
+        the policy's limits."""
+        if not tool.spec.shares:
+            return True
+        return self._has_limits and self.policy.limits_for(tool.name, subject).exclusive
+
+    def _slot(self, tool: RegisteredTool, subject: str) -> tuple[bool, list[asyncio.Semaphore]]:
+        """Step 5: whether the call must run alone, and which caps it must hold."""
+        if not self._has_limits:
+            return not tool.spec.shares, []
+        limits = self.policy.limits_for(tool.name, subject)
+        gates = self._gates.for_call(
+            tool.name, subject, (limits.global_cap, limits.subject_cap, limits.tool_cap)
+        )
+        return self._exclusive(tool, subject), gates
+
+    def _waited(self, tool: RegisteredTool, subject: str) -> str:
+        """What a call that timed out waiting for a slot was waiting for."""
+        if not self._has_limits:
+            return "other calls held the engine"
+        limits = self.policy.limits_for(tool.name, subject)
+        caps = [
+            f"{what} {cap}"
+            for what, cap in (
+                ("the engine's cap of", limits.global_cap),
+                (f"the cap for {subject} of", limits.subject_cap),
+                (f"the cap for {tool.name} of", limits.tool_cap),
+            )
+            if cap is not None
+        ]
+        if not caps:
+            return "other calls held the engine"
+        return "the policy's limits were reached: " + ", ".join(caps)
+
+    async def _acquire(
+        self, exclusive: bool, gates: list[asyncio.Semaphore], limit_s: float
+    ) -> bool:
+        """Step 5 (slow path): wait for the caps and a slot, at most ``limit_s`` seconds in
+        all. False when the time ran out (nothing is held then)."""
         deadline = self._watch().arm(limit_s)
+        held: list[asyncio.Semaphore] = []
         try:
+            for gate in gates:
+                await gate.acquire()
+                held.append(gate)
             await self._scheduler.acquire(exclusive)
         except asyncio.CancelledError:
+            for gate in reversed(held):
+                gate.release()
             if deadline.stop():
                 return False
             raise
         deadline.stop()
         return True
+
+    def _release(self, exclusive: bool, gates: list[asyncio.Semaphore]) -> None:
+        self._scheduler.release(exclusive)
+        for gate in reversed(gates):
+            gate.release()
 
     async def _run(self, admitted: Admitted, limit_s: float) -> tuple[Any, int]:
         """Step 6: attempts, each under its own deadline, retried per the retry policy."""
@@ -554,9 +641,7 @@ class Engine:
             return self._in_thread(tool.invoke, admitted.kwargs, admitted.ctx)
         if mode is Mode.ASYNC_GEN:
             return _drain_async(tool.invoke(admitted.kwargs, admitted.ctx))
-        if mode is Mode.SYNC_GEN:
-            return self._in_thread(_drain_sync, tool.invoke, admitted.kwargs, admitted.ctx)
-        return self._external(admitted)
+        return self._in_thread(_drain_sync, tool.invoke, admitted.kwargs, admitted.ctx)
 
     def _timed_out(self, admitted: Admitted, limit_s: float) -> ToolTimeoutError:
         if admitted.tool.mode in (Mode.SYNC, Mode.SYNC_GEN):
@@ -592,13 +677,31 @@ class Engine:
             executor, functools.partial(context.run, fn, *args)
         )
 
-    async def _external(self, admitted: Admitted) -> Any:
-        call_id = admitted.call.id
-        future = self.calls.expect_external(call_id)
-        try:
-            return await future
-        finally:
-            self.calls.forget_external(call_id)
+    def _pending(self, admitted: Admitted, started: float) -> ToolResult:
+        """An external tool's call: admitted, then left for someone outside to complete."""
+        self._waiting_external[admitted.call.id] = (admitted, started)
+        return outcomes.pending(admitted, started)
+
+    def complete(self, call_id: str, value: Any) -> ToolResult:
+        """Complete a pending call of an external tool with what was done outside (content, a
+        `ToolOutput`, or an exception for a failure). Returns the final result, which also
+        reaches `calls` listeners and `calls.wait`. Raises LookupError for an unknown id."""
+        entry = self._waiting_external.pop(call_id, None)
+        if entry is None:
+            waiting = ", ".join(self._waiting_external) or "(none)"
+            raise LookupError(f"no external call {call_id!r} is pending; pending: {waiting}")
+        admitted, started = entry
+        if isinstance(value, BaseException):
+            result = outcomes.run_failure(admitted, started, RunFailed(value, 1, "error"))
+        else:
+            result = outcomes.success(admitted, started, value, 1, self.max_result_chars)
+        self.calls.record(result)
+        return result
+
+    @property
+    def pending_external(self) -> list[str]:
+        """Ids of external calls waiting for `complete`."""
+        return list(self._waiting_external)
 
     async def _produce(
         self, admitted: Admitted, queue: asyncio.Queue[list[Block]], deadline: float
@@ -685,8 +788,10 @@ def _next_or_done(gen: Any) -> tuple[bool, Any]:
         return True, None
 
 
-def _lexical(path: str) -> str:
-    """A path as the policy sees it without a filesystem: absolute, normalised, POSIX."""
-    joined = path if path.startswith("/") else posixpath.join(WORKSPACE, path)
-    normal = posixpath.normpath(joined)
-    return "/" + normal.lstrip("/")
+def _canonical(path: str) -> str:
+    """A path as the policy sees it without a filesystem: absolute, normalised, POSIX. A path
+    no file can have (NUL, empty) is passed on as written, and the policy refuses it."""
+    try:
+        return canonical(path)
+    except PathSpellingError:
+        return path

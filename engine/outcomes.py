@@ -17,20 +17,10 @@ from engine.calls import ErrorInfo, Status, ToolCall, ToolResult
 from engine.content import Block, TextBlock, ToolOutput, to_content
 from engine.context import ToolContext
 from engine.errors import OutputError, ToolTimeoutError
-from engine.tool import Access, RegisteredTool
-from policies import Decision
+from engine.tool import RegisteredTool
+from policies import Decision, Request
 
 log = logging.getLogger("stockade.engine")
-
-
-@dataclass(frozen=True, slots=True)
-class CallFacts:
-    """What the policy needs to know about a call, derived before it runs."""
-
-    read_only: bool
-    concurrency_safe: bool
-    paths: tuple[tuple[str, Access], ...] = ()
-    command: str | None = None
 
 
 @dataclass(slots=True)
@@ -42,7 +32,7 @@ class Admitted:
     kwargs: dict[str, Any]
     ctx: ToolContext | None
     decision: Decision
-    facts: CallFacts
+    request: Request
     metadata: dict[str, Any]
 
 
@@ -157,11 +147,17 @@ def run_failure(admitted: Admitted, started: float, failed: RunFailed) -> ToolRe
 
 
 def timed_out(
-    admitted: Admitted, started: float, attempts: int, limit_s: float, *, waited: bool = False
+    admitted: Admitted,
+    started: float,
+    attempts: int,
+    limit_s: float,
+    *,
+    waited: str | None = None,
 ) -> ToolResult:
-    """The timeout ran out: while the tool ran, or (``waited``) before it could start."""
+    """The timeout ran out: while the tool ran, or before it could start (``waited`` says
+    what it waited for)."""
     message = (
-        f"waited {limit_s:g}s for a free slot (other calls held the engine) and gave up"
+        f"waited {limit_s:g}s for a free slot ({waited}) and gave up; the tool did not run"
         if waited
         else f"tool {admitted.tool.name!r} did not finish within {limit_s:g}s"
     )
@@ -174,6 +170,24 @@ def timed_out(
         attempts=attempts,
         duration_s=perf_counter() - started,
         metadata=admitted.metadata,
+    )
+
+
+def pending(admitted: Admitted, started: float) -> ToolResult:
+    """An external tool's call, admitted and handed to whoever runs it outside the engine."""
+    return ToolResult(
+        call_id=admitted.call.id,
+        tool=admitted.tool.name,
+        status="pending",
+        content=[
+            TextBlock(
+                f"{admitted.tool.name} is carried out outside the engine; its result will follow "
+                f"(call {admitted.call.id})"
+            )
+        ],
+        decision=admitted.decision,
+        duration_s=perf_counter() - started,
+        metadata={**admitted.metadata, "external": True},
     )
 
 

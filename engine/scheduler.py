@@ -88,3 +88,32 @@ class Scheduler:
             self._waiters.popleft()
             self._shared += 1
             future.set_result(None)
+
+
+class Gates:
+    """Caps on calls in flight, from the policy's limits: one for the whole engine, one per
+    subject, one per tool. Each cap is an `asyncio.Semaphore` created on first use; calls take
+    them always in the same order (engine, subject, tool), so no two calls can deadlock."""
+
+    __slots__ = ("_gates",)
+
+    def __init__(self) -> None:
+        self._gates: dict[str, asyncio.Semaphore] = {}
+
+    def for_call(
+        self, tool: str, subject: str, caps: tuple[int | None, int | None, int | None]
+    ) -> list[asyncio.Semaphore]:
+        """The semaphores a call must hold, in acquisition order."""
+        global_cap, subject_cap, tool_cap = caps
+        gates = []
+        for key, cap in (
+            ("*", global_cap),
+            (f"subject:{subject}", subject_cap),
+            (f"tool:{tool}", tool_cap),
+        ):
+            if cap is not None:
+                gate = self._gates.get(key)
+                if gate is None:
+                    gate = self._gates[key] = asyncio.Semaphore(cap)
+                gates.append(gate)
+        return gates

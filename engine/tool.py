@@ -60,6 +60,8 @@ class ToolSpec:
     ``concurrency_safe`` defaults to ``read_only``: a tool that changes nothing can share the
     engine with others. ``paths`` maps parameter names to the access the tool makes to the path
     given in that parameter, so the policy can judge the paths before the tool runs.
+    ``command`` names the parameter holding a command line the tool executes: the policy then
+    judges the call as ``execute`` of that command.
     """
 
     name: str | None = None
@@ -73,6 +75,7 @@ class ToolSpec:
     retry: RetryPolicy | None = None
     paths: Mapping[str, Access] = field(default_factory=lambda: MappingProxyType({}))
     dangerous_paths: tuple[str, ...] = ()
+    command: str | None = None
 
     def __post_init__(self) -> None:
         if self.timeout is not None and (not math.isfinite(self.timeout) or self.timeout <= 0):
@@ -108,6 +111,7 @@ def tool(
     retry: RetryPolicy | int | bool | None = None,
     paths: Mapping[str, Access] | None = None,
     dangerous_paths: tuple[str, ...] = (),
+    command: str | None = None,
 ) -> Callable[[F], F]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -124,6 +128,7 @@ def tool(
     retry: RetryPolicy | int | bool | None = None,
     paths: Mapping[str, Access] | None = None,
     dangerous_paths: tuple[str, ...] = (),
+    command: str | None = None,
 ) -> Any:
     """Mark a function (or method) as a tool. Usable bare (``@tool``) or with arguments.
 
@@ -147,6 +152,7 @@ def tool(
                 retry=as_retry_policy(retry),
                 paths=paths or {},
                 dangerous_paths=tuple(dangerous_paths),
+                command=command,
             )
         except (ToolDefinitionError, TypeError, ValueError) as exc:
             raise ToolDefinitionError(f"tool {label!r}: {exc}") from None
@@ -182,6 +188,7 @@ class ToolBase:
     retry: RetryPolicy | int | bool | None = None
     paths: Mapping[str, Access] = MappingProxyType({})
     dangerous_paths: tuple[str, ...] = ()
+    command: str | None = None
 
     def check_permissions(self, args: dict[str, Any], ctx: ToolContext) -> Decision | None:
         """Judge this call before it runs. Return None for no opinion, or a Decision; the engine
@@ -206,6 +213,7 @@ class ToolBase:
             retry=as_retry_policy(self.retry),
             paths=self.paths,
             dangerous_paths=tuple(self.dangerous_paths),
+            command=self.command,
         )
 
 
@@ -536,6 +544,11 @@ def compile_any(
 
 
 def _check_paths(tool_name: str, spec: ToolSpec, names: set[str]) -> None:
+    if spec.command is not None and spec.command not in names:
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: command names {spec.command!r}, which is not a parameter "
+            "of the tool"
+        )
     missing = [p for p in spec.paths if p not in names]
     if missing:
         raise ToolDefinitionError(

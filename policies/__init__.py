@@ -1,10 +1,32 @@
-"""Stockade's policy layer: decisions about whether a tool call may run.
+"""Stockade's policy engine: may this tool call run, and under what limits?
 
-This package imports nothing from ``engine`` or ``sandbox``. For now it holds the decision
-types the engine's decide step speaks in; rule files, presets and the casbin-backed decision
-path are built on top of them.
+This package imports nothing from ``engine`` or ``sandbox``. A `Policy` (from a TOML file, a
+preset, a dict, or a casbin enforcer) decides `Request`s with `Decision`s: allow, warn, ask or
+deny, naming the rule and the reason. casbin is the engine of record; a compiled path gives the
+same answers in microseconds.
 """
 
 from policies.decision import Decision, Effect, strictest
+from policies.lint import Finding, lint_policy, lint_text
+from policies.paths import PathSpellingError, canonical, fold
+from policies.policy import PRESETS, CallLimits, Policy
+from policies.request import Request
+from policies.spec import PolicyError, Problem
 
-__all__ = ["Decision", "Effect", "strictest"]
+__all__ = [
+    "PRESETS",
+    "CallLimits",
+    "Decision",
+    "Effect",
+    "Finding",
+    "PathSpellingError",
+    "Policy",
+    "PolicyError",
+    "Problem",
+    "Request",
+    "canonical",
+    "fold",
+    "lint_policy",
+    "lint_text",
+    "strictest",
+]

@@ -1849,76 +1849,79 @@ async def test_submit_after_close_raises() -> None:
 # -- 10. external tools --------------------------------------------------------------------------
 
 
-async def deliver_when_waiting(engine: Engine, call_id: str, value: Any) -> list[str]:
-    """Deliver ``value`` once the call waits for it; returns what was awaiting delivery."""
-    await until(lambda: call_id in engine.calls.awaiting_delivery)
-    waiting = list(engine.calls.awaiting_delivery)
-    engine.calls.deliver(call_id, value)
-    return waiting
-
-
 @pytest.mark.parametrize("name", ["remote_job", "remote_base"])
-async def test_external_tool_waits_for_its_delivered_result(name: str) -> None:
+async def test_external_tool_returns_pending_and_a_later_complete_finishes_it(name: str) -> None:
     engine = make_engine(remote_job, RemoteBase())
+    heard: list[str] = []
+    engine.calls.add_listener(lambda r: heard.append(r.status))
     call = ToolCall(name=name, arguments={"query": "weather"})
-    delivery = asyncio.create_task(deliver_when_waiting(engine, call.id, "sunny"))
-    result = await engine.call(call)
-    assert await delivery == [call.id]
-    assert result.status == "ok"
-    assert result.content == [TextBlock("sunny")]
-    assert ran == []
-    assert engine.calls.awaiting_delivery == []
+    pending = await engine.call(call)
+    assert pending.status == "pending"
+    assert not pending.ok
+    assert pending.metadata["external"] is True
+    assert call.id in pending.text
+    assert engine.pending_external == [call.id]
+    assert engine.calls.result(call.id) is None
+    assert engine.calls.pending == [call]
+    waiter = asyncio.create_task(engine.calls.wait(call.id))
+    await asyncio.sleep(0)
+    assert not waiter.done()
+
+    final = engine.complete(call.id, "sunny")
+    assert final.status == "ok"
+    assert final.content == [TextBlock("sunny")]
+    assert final.decision is not None
+    assert await waiter is final
+    assert engine.calls.result(call.id) is final
+    assert engine.pending_external == []
+    assert heard == ["pending", "ok"]
+    assert ran == []  # the tool body never ran locally
 
 
-async def test_external_tool_delivered_tool_output_keeps_metadata() -> None:
+async def test_external_tool_completed_with_tool_output_keeps_metadata() -> None:
     engine = make_engine(remote_job)
     call = ToolCall(name="remote_job", arguments={"query": "q"})
-    delivery = asyncio.create_task(
-        deliver_when_waiting(engine, call.id, ToolOutput("done", {"worker": "w1"}))
-    )
-    result = await engine.call(call)
-    await delivery
+    await engine.call(call)
+    result = engine.complete(call.id, ToolOutput("done", {"worker": "w1"}))
     assert result.text == "done"
     assert result.metadata["worker"] == "w1"
 
 
-async def test_external_tool_delivered_exception_is_an_error() -> None:
+async def test_external_tool_completed_with_an_exception_is_an_error() -> None:
     engine = make_engine(remote_job)
     call = ToolCall(name="remote_job", arguments={"query": "q"})
-    delivery = asyncio.create_task(deliver_when_waiting(engine, call.id, ValueError("x")))
-    result = await engine.call(call)
-    await delivery
+    await engine.call(call)
+    result = engine.complete(call.id, ValueError("x"))
     assert result.status == "error"
     assert result.error is not None
     assert result.error.type == "ValueError"
     assert result.error.message == "x"
 
 
-async def test_deliver_for_an_unknown_call_raises_lookup_error() -> None:
+async def test_completing_an_unknown_or_finished_call_raises_lookup_error() -> None:
     engine = make_engine(remote_job)
     with pytest.raises(LookupError, match="ghost"):
-        engine.calls.deliver("ghost", "value")
-
-
-async def test_external_tool_without_delivery_times_out() -> None:
-    engine = make_engine(remote_job)
+        engine.complete("ghost", "value")
     call = ToolCall(name="remote_job", arguments={"query": "q"})
-    started = time.perf_counter()
-    task = asyncio.create_task(engine.call(call))
-    await until(lambda: call.id in engine.calls.awaiting_delivery)
-    result = await task
-    assert result.status == "timeout"
-    assert 0.3 <= time.perf_counter() - started < 1.5
-    assert engine.calls.awaiting_delivery == []
-    with pytest.raises(LookupError):
-        engine.calls.deliver(call.id, "too late")
+    await engine.call(call)
+    engine.complete(call.id, "once")
+    with pytest.raises(LookupError, match=call.id):
+        engine.complete(call.id, "twice")
 
 
-async def test_external_tool_with_invalid_arguments_is_never_awaited() -> None:
+async def test_external_tool_with_invalid_arguments_is_never_pending() -> None:
     engine = make_engine(remote_job)
     result = await run(engine, "remote_job", {"query": 1, "extra": True})
     assert result.status == "error"
-    assert engine.calls.awaiting_delivery == []
+    assert engine.pending_external == []
+
+
+async def test_streamed_external_tool_ends_with_its_pending_result() -> None:
+    engine = make_engine(remote_job)
+    call = ToolCall(name="remote_job", arguments={"query": "q"})
+    chunks = await collect(engine, call)
+    assert final(chunks).status == "pending"
+    assert engine.pending_external == [call.id]
 
 
 # -- 11. output cap ------------------------------------------------------------------------------

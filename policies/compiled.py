@@ -1,0 +1,188 @@
+"""The compiled decision path: first-match over ranked rules, without looking at most of them.
+
+casbin evaluates every rule for every request and recompiles each glob as it goes (about 450 µs
+at 13 rules, 200 ms at 1,000). Here, per (tool, action) pair, the rules that can apply are
+collected once into a *bucket*, ranked, and indexed by where their paths can match: the literal
+folder a pattern starts with, or the first literal segment after a leading ``**``. An atom then
+tries only the rules that have no target condition plus those its own folders and segments
+select, in rank order, and stops at the first that matches. The answer is the same as
+casbin's on the same rules; the differential test checks it on random requests.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from policies.globs import Glob
+from policies.paths import ancestors
+from policies.rules import Atom, Rule, role_closure
+
+_MAX_BUCKETS = 4096
+_MAX_SUBJECTS = 4096
+
+
+Hit = tuple[int, Rule, Glob]  # rank, rule, one include pattern of the rule the index selected
+
+
+class _Bucket:
+    """The rules that can apply to one tool and action, ranked, with a path index."""
+
+    __slots__ = (
+        "by_folded_segment",
+        "by_prefix",
+        "by_segment",
+        "by_segment_start",
+        "general",
+        "general_and_commands",
+        "start_lengths",
+        "unanchored",
+    )
+
+    def __init__(self, ranked: list[Rule]) -> None:
+        self.general: list[tuple[int, Rule]] = []
+        commands: list[tuple[int, Rule]] = []
+        self.unanchored: list[Hit] = []
+        by_prefix: dict[str, list[Hit]] = defaultdict(list)
+        by_segment: dict[str, list[Hit]] = defaultdict(list)
+        by_folded: dict[str, list[Hit]] = defaultdict(list)
+        by_start: dict[str, list[Hit]] = defaultdict(list)
+        for rank, rule in enumerate(ranked):
+            if rule.paths is not None:
+                for glob in rule.paths.include:
+                    hit = (rank, rule, glob)
+                    if glob.anchor_kind == "prefix":
+                        by_prefix[glob.anchor].append(hit)
+                    elif glob.anchor_kind == "segment":
+                        (by_folded if glob.folded else by_segment)[glob.anchor].append(hit)
+                    elif glob.anchor_kind == "segment-start":
+                        by_start[glob.anchor].append(hit)
+                    else:
+                        self.unanchored.append(hit)
+            elif rule.commands is not None:
+                commands.append((rank, rule))
+            else:
+                self.general.append((rank, rule))
+        self.general_and_commands = sorted(self.general + commands, key=_first)
+        # plain dicts from here on: a miss must not insert
+        self.by_prefix = dict(by_prefix)
+        self.by_segment = dict(by_segment)
+        self.by_folded_segment = dict(by_folded)
+        self.by_segment_start = dict(by_start)
+        self.start_lengths = sorted({len(k) for k in by_start})
+
+    def hits(self, path: str, folded: str) -> list[Hit]:
+        """Path patterns that can match (a superset of those that do), in no order."""
+        hits = list(self.unanchored)
+        prefix = self.by_prefix
+        if prefix:
+            for key in ancestors(path):
+                if key in prefix:
+                    hits.extend(prefix[key])
+            if folded != path:
+                for key in ancestors(folded):
+                    if key in prefix:
+                        hits.extend(prefix[key])
+        if self.by_segment:
+            segment = self.by_segment
+            for key in path.split("/"):
+                if key in segment:
+                    hits.extend(segment[key])
+        if self.by_folded_segment or self.by_segment_start:
+            table = self.by_folded_segment
+            starts = self.by_segment_start
+            lengths = self.start_lengths
+            for key in folded.split("/"):
+                if key in table:
+                    hits.extend(table[key])
+                for length in lengths:
+                    if key[:length] in starts:
+                        hits.extend(starts[key[:length]])
+        return hits
+
+
+def _first(entry: tuple[int, object] | tuple[int, object, object]) -> int:
+    return entry[0]
+
+
+class CompiledRules:
+    """First-match lookup over ranked rules, with per-(tool, action) buckets."""
+
+    def __init__(self, rules: Iterable[Rule], roles: dict[str, list[str]]) -> None:
+        self._ranked = sorted(rules, key=lambda r: r.rank)
+        self._roles = roles
+        self._buckets: dict[tuple[str, str], _Bucket] = {}
+        self._closures: dict[str, frozenset[str]] = {}
+
+    @property
+    def ranked(self) -> list[Rule]:
+        """Every rule in first-match order."""
+        return list(self._ranked)
+
+    def closure(self, subject: str) -> frozenset[str]:
+        """The subject and its roles (cached)."""
+        found = self._closures.get(subject)
+        if found is None:
+            if len(self._closures) >= _MAX_SUBJECTS:
+                self._closures.clear()
+            found = self._closures[subject] = role_closure(subject, self._roles)
+        return found
+
+    def _bucket(self, tool: str, action: str) -> _Bucket:
+        key = (tool, action)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            if len(self._buckets) >= _MAX_BUCKETS:
+                self._buckets.clear()
+            applicable = [
+                r
+                for r in self._ranked
+                if (r.actions is None or action in r.actions) and r.matches_tool(tool)
+            ]
+            bucket = self._buckets[key] = _Bucket(applicable)
+        return bucket
+
+    def first_match(self, atom: Atom) -> Rule | None:
+        """The winning rule for ``atom``, or None (the policy's default applies)."""
+        closure = self.closure(atom.subject)
+        read_only = atom.read_only
+        bucket = self._bucket(atom.tool, atom.action)
+        path = atom.path
+        if path is None:
+            entries = bucket.general if atom.command is None else bucket.general_and_commands
+            for _, rule in entries:
+                if (
+                    (rule.subjects is None or not rule.subjects.isdisjoint(closure))
+                    and (rule.read_only is None or rule.read_only == read_only)
+                    and rule.matches_target(atom)
+                ):
+                    return rule
+            return None
+        folded = atom.folded if atom.folded is not None else path
+        hits = bucket.hits(path, folded)
+        hits.sort(key=_first)
+        general = bucket.general
+        next_general = next_hit = 0  # merge the two rank-ordered lists
+        while next_general < len(general) or next_hit < len(hits):
+            glob: Glob | None = None
+            if next_hit == len(hits) or (
+                next_general < len(general) and general[next_general][0] < hits[next_hit][0]
+            ):
+                rule = general[next_general][1]
+                next_general += 1
+            else:
+                _, rule, glob = hits[next_hit]
+                next_hit += 1
+            if rule.subjects is not None and rule.subjects.isdisjoint(closure):
+                continue
+            if rule.read_only is not None and rule.read_only != read_only:
+                continue
+            if glob is None:
+                return rule  # no target condition: it matches any path
+            spec = rule.paths
+            assert spec is not None
+            subject = folded if spec.folded else path
+            # the pattern the index selected must match, and none of the exclusions
+            if glob.match(subject) and not any(x.match(subject) for x in spec.exclude):
+                return rule
+        return None

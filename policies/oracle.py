@@ -1,0 +1,155 @@
+"""The policy as casbin sees it: a casbin model, policy lines, and an enforcer.
+
+casbin is the engine of record. A policy compiles into the model below plus one policy line per
+(subject, tool pattern, action) of each rule, ordered strongest effect first, and one grouping
+line per role membership, so any casbin adapter (a CSV file, a database) can hold it and
+`policy_from_enforcer` reads it back. casbin's ``some(where (p.eft == allow))`` effect stops at
+the first line that matches, and ``enforce_ex`` names it: first-match over ranked lines, the same
+semantics as the compiled path, which exists only because casbin's evaluation is too slow for
+the hot path. The two must agree on every request (tests/test_policy_differential.py).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+import casbin
+
+from policies.globs import wcmatch_paths
+from policies.rules import Atom, Rule
+
+MODEL_TEXT = """
+[request_definition]
+r = sub, tool, act, ro, target
+
+[policy_definition]
+p = sub, tool, act, ro, target, effect, id, reason
+
+[role_definition]
+g = _, _
+
+[policy_effect]
+e = some(where (p.eft == allow))
+
+[matchers]
+m = (p.sub == "*" || g(r.sub, p.sub)) && toolMatch(r.tool, p.tool) \
+&& (p.act == "*" || r.act == p.act) && (p.ro == "*" || r.ro == p.ro) \
+&& targetMatch(r.target, p.target)
+"""
+
+
+def _encode(patterns: Iterable[str]) -> str:
+    return json.dumps(list(patterns), separators=(",", ":"), ensure_ascii=False)
+
+
+@lru_cache(maxsize=4096)
+def _decode(encoded: str) -> tuple[str, ...]:
+    return tuple(json.loads(encoded))
+
+
+def target_of(rule: Rule) -> str:
+    """The ``target`` field of a rule's casbin lines."""
+    if rule.paths is not None:
+        kind = "ipath" if rule.paths.folded else "path"
+        return f"{kind}:{_encode(rule.path_patterns)}"
+    if rule.commands is not None:
+        return f"cmd:{_encode(rule.command_patterns)}"
+    return "*"
+
+
+def target_match(request_target: str, rule_target: str) -> bool:
+    """casbin matcher function: does an atom's target satisfy a rule's target condition."""
+    if rule_target == "*":
+        return True
+    kind, _, encoded = rule_target.partition(":")
+    patterns = list(_decode(encoded))
+    if kind in ("path", "ipath"):
+        return request_target.startswith("path:") and wcmatch_paths(
+            request_target[5:], patterns, folded=kind == "ipath"
+        )
+    if kind == "cmd":
+        command = request_target[4:]
+        return request_target.startswith("cmd:") and any(
+            fnmatch.fnmatchcase(command, p) for p in patterns
+        )
+    raise ValueError(f"unknown target kind in policy line: {rule_target!r}")
+
+
+def tool_match(tool: str, pattern: str) -> bool:
+    """casbin matcher function for tool-name patterns."""
+    return pattern == "*" or fnmatch.fnmatchcase(tool, pattern)
+
+
+def policy_lines(ranked: Iterable[Rule]) -> list[list[str]]:
+    """One casbin policy line per (subject, tool, action) of each rule, in first-match order."""
+    lines = []
+    for rule in ranked:
+        ro = "*" if rule.read_only is None else str(rule.read_only).lower()
+        target = target_of(rule)
+        actions = sorted(rule.actions) if rule.actions is not None else ["*"]
+        for subject in rule.subject_names if rule.subjects is not None else ("*",):
+            for tool in rule.tool_patterns if rule.tools is not None else ("*",):
+                for action in actions:
+                    lines.append(
+                        [subject, tool, action, ro, target, rule.effect.value, rule.id, rule.reason]
+                    )
+    return lines
+
+
+def grouping_lines(roles: dict[str, list[str]]) -> list[list[str]]:
+    """casbin ``g`` lines: member, role."""
+    return [[member, role] for role, members in roles.items() for member in members]
+
+
+def new_enforcer(lines: list[list[str]], groups: list[list[str]]) -> casbin.Enforcer:
+    """A casbin enforcer holding a compiled policy."""
+    enforcer = casbin.Enforcer(casbin.Enforcer.new_model(text=MODEL_TEXT))
+    register_functions(enforcer)
+    if lines:
+        enforcer.add_policies(lines)
+    if groups:
+        enforcer.add_grouping_policies(groups)
+    return enforcer
+
+
+def register_functions(enforcer: casbin.Enforcer) -> None:
+    """Give an enforcer (for example one loaded through an adapter) Stockade's matchers."""
+    enforcer.add_function("toolMatch", tool_match)
+    enforcer.add_function("targetMatch", target_match)
+
+
+def request_target(atom: Atom) -> str:
+    """The ``target`` value of an atom's casbin request."""
+    if atom.path is not None:
+        return f"path:{atom.path}"
+    if atom.command is not None:
+        return f"cmd:{atom.command}"
+    return ""
+
+
+class CasbinMatcher:
+    """First match through casbin itself (the reference; slow)."""
+
+    def __init__(self, enforcer: casbin.Enforcer, rules: Iterable[Rule]) -> None:
+        self.enforcer = enforcer
+        self._by_id = {r.id: r for r in rules}
+
+    def first_match(self, atom: Atom) -> Rule | None:
+        """The rule of the first casbin line that matches ``atom``, or None."""
+        matched, explain = self.enforcer.enforce_ex(
+            atom.subject, atom.tool, atom.action, str(atom.read_only).lower(), request_target(atom)
+        )
+        if not matched:
+            return None
+        return self._by_id[explain[6]]
+
+
+def lines_from_enforcer(enforcer: casbin.Enforcer) -> tuple[list[list[str]], list[list[str]]]:
+    """The policy and grouping lines an enforcer holds (as an adapter loaded them)."""
+    policy: Any = enforcer.get_policy()
+    groups: Any = enforcer.get_grouping_policy()
+    return [list(p) for p in policy], [list(g) for g in groups]
