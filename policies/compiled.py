@@ -25,24 +25,40 @@ _MAX_SUBJECTS = 4096
 Hit = tuple[int, Rule, Glob]  # rank, rule, one include pattern of the rule the index selected
 
 
+_NEVER = 1 << 62  # a rank after every real one
+
+
 class _Bucket:
-    """The rules that can apply to one tool and action, ranked, with a path index."""
+    """The rules that can apply to one tool and action, ranked, with indexes.
+
+    General rules (no path or command condition) are split by subject: those for anyone, and
+    those for named subjects or roles, so an atom scans only rules that can apply to its
+    subject. The first rule for anyone without a read-only condition matches every atom, so no
+    rule ranked after it is ever looked at (``stop``). Path rules are indexed by anchor.
+    """
 
     __slots__ = (
         "by_folded_segment",
         "by_prefix",
         "by_segment",
         "by_segment_start",
-        "general",
-        "general_and_commands",
+        "commands",
+        "for_anyone",
+        "for_named",
+        "initials",
+        "memo",
         "start_lengths",
+        "stop",
         "unanchored",
     )
 
     def __init__(self, ranked: list[Rule]) -> None:
-        self.general: list[tuple[int, Rule]] = []
-        commands: list[tuple[int, Rule]] = []
+        self.for_anyone: list[tuple[int, Rule]] = []
+        self.for_named: dict[str, list[tuple[int, Rule]]] = defaultdict(list)
+        self.commands: list[tuple[int, Rule]] = []
         self.unanchored: list[Hit] = []
+        self.memo: dict[tuple[str, bool], tuple[int, Rule | None]] = {}
+        self.stop = _NEVER
         by_prefix: dict[str, list[Hit]] = defaultdict(list)
         by_segment: dict[str, list[Hit]] = defaultdict(list)
         by_folded: dict[str, list[Hit]] = defaultdict(list)
@@ -60,25 +76,65 @@ class _Bucket:
                     else:
                         self.unanchored.append(hit)
             elif rule.commands is not None:
-                commands.append((rank, rule))
+                self.commands.append((rank, rule))
+            elif rule.subjects is None:
+                self.for_anyone.append((rank, rule))
+                if rule.read_only is None and self.stop == _NEVER:
+                    self.stop = rank
             else:
-                self.general.append((rank, rule))
-        self.general_and_commands = sorted(self.general + commands, key=_first)
+                for name in rule.subjects:
+                    self.for_named[name].append((rank, rule))
         # plain dicts from here on: a miss must not insert
+        self.for_named = dict(self.for_named)
         self.by_prefix = dict(by_prefix)
         self.by_segment = dict(by_segment)
         self.by_folded_segment = dict(by_folded)
         self.by_segment_start = dict(by_start)
         self.start_lengths = sorted({len(k) for k in by_start})
+        self.initials = frozenset(k[:1] for k in (*by_folded, *by_start))
+
+    def first_general(
+        self, subject: str, closure: frozenset[str], read_only: bool
+    ) -> tuple[int, Rule | None]:
+        """The best-ranked general rule for this subject, as (rank, rule); memoised, since it
+        depends on nothing else."""
+        key = (subject, read_only)
+        found = self.memo.get(key)
+        if found is not None:
+            return found
+        best: tuple[int, Rule | None] = (_NEVER, None)
+        for rank, rule in self.for_anyone:
+            if rule.read_only is None or rule.read_only == read_only:
+                best = (rank, rule)
+                break
+        if self.for_named:
+            for name in closure:
+                for rank, rule in self.for_named.get(name, ()):
+                    if rank >= best[0]:
+                        break
+                    if rule.read_only is None or rule.read_only == read_only:
+                        best = (rank, rule)
+                        break
+        if len(self.memo) < 1024:
+            self.memo[key] = best
+        return best
 
     def hits(self, path: str, folded: str) -> list[Hit]:
         """Path patterns that can match (a superset of those that do), in no order."""
-        hits = list(self.unanchored)
+        hits = list(self.unanchored) if self.unanchored else []
         prefix = self.by_prefix
         if prefix:
-            for key in ancestors(path):
+            # every folder above the path, and the path itself: "/", "/a", "/a/b", ...
+            if "/" in prefix:
+                hits.extend(prefix["/"])
+            end = path.find("/", 1)
+            while end != -1:
+                key = path[:end]
                 if key in prefix:
                     hits.extend(prefix[key])
+                end = path.find("/", end + 1)
+            if path in prefix and path != "/":
+                hits.extend(prefix[path])
             if folded != path:
                 for key in ancestors(folded):
                     if key in prefix:
@@ -92,7 +148,10 @@ class _Bucket:
             table = self.by_folded_segment
             starts = self.by_segment_start
             lengths = self.start_lengths
+            initials = self.initials
             for key in folded.split("/"):
+                if key[:1] not in initials:
+                    continue  # protected names start with ".": most segments end here
                 if key in table:
                     hits.extend(table[key])
                 for length in lengths:
@@ -144,45 +203,40 @@ class CompiledRules:
 
     def first_match(self, atom: Atom) -> Rule | None:
         """The winning rule for ``atom``, or None (the policy's default applies)."""
-        closure = self.closure(atom.subject)
-        read_only = atom.read_only
-        bucket = self._bucket(atom.tool, atom.action)
-        path = atom.path
+        subject, tool, action, read_only, path, folded, command = atom
+        closure = self._closures.get(subject) or self.closure(subject)
+        bucket = self._buckets.get((tool, action)) or self._bucket(tool, action)
+        found = bucket.memo.get((subject, read_only))
+        best_rank, best = found or bucket.first_general(subject, closure, read_only)
         if path is None:
-            entries = bucket.general if atom.command is None else bucket.general_and_commands
-            for _, rule in entries:
-                if (
-                    (rule.subjects is None or not rule.subjects.isdisjoint(closure))
-                    and (rule.read_only is None or rule.read_only == read_only)
-                    and rule.matches_target(atom)
-                ):
-                    return rule
-            return None
-        folded = atom.folded if atom.folded is not None else path
+            if command is not None:
+                for rank, rule in bucket.commands:
+                    if rank >= best_rank:
+                        break
+                    if (
+                        (rule.subjects is None or not rule.subjects.isdisjoint(closure))
+                        and (rule.read_only is None or rule.read_only == read_only)
+                        and rule.matches_target(atom)
+                    ):
+                        return rule
+            return best
+        if folded is None:
+            folded = path
         hits = bucket.hits(path, folded)
+        if not hits:
+            return best
         hits.sort(key=_first)
-        general = bucket.general
-        next_general = next_hit = 0  # merge the two rank-ordered lists
-        while next_general < len(general) or next_hit < len(hits):
-            glob: Glob | None = None
-            if next_hit == len(hits) or (
-                next_general < len(general) and general[next_general][0] < hits[next_hit][0]
-            ):
-                rule = general[next_general][1]
-                next_general += 1
-            else:
-                _, rule, glob = hits[next_hit]
-                next_hit += 1
+        for rank, rule, glob in hits:
+            if rank >= best_rank:
+                break
             if rule.subjects is not None and rule.subjects.isdisjoint(closure):
                 continue
             if rule.read_only is not None and rule.read_only != read_only:
                 continue
-            if glob is None:
-                return rule  # no target condition: it matches any path
             spec = rule.paths
             assert spec is not None
             subject = folded if spec.folded else path
             # the pattern the index selected must match, and none of the exclusions
             if glob.match(subject) and not any(x.match(subject) for x in spec.exclude):
                 return rule
-        return None
+        return best

@@ -64,12 +64,14 @@ class Policy:
         self.spec = spec
         self.source = source
         self.default: Effect = spec.default_effect
+        self._default_severity = self.default.severity
+        self._default_reason = f"no rule matched; the policy's default is {self.default.value}"
         self.shadow = spec.shadow
         self.read_only = spec.read_only
         self.rules = self._compile_rules(spec, source, text)
         self._compiled = CompiledRules(self.rules, spec.roles)
         self._dangerous_effect = Effect(spec.dangerous_paths.effect)
-        self._decide_cached = lru_cache(maxsize=_DECISION_CACHE)(self._decide_compiled)
+        self._decide_cached = lru_cache(maxsize=_DECISION_CACHE)(self.decide_uncached)
         self._tool_dangers = lru_cache(maxsize=256)(_tool_danger_spec)
         self._limits: dict[tuple[str, str], CallLimits] = {}
         self._casbin: CasbinMatcher | None = None
@@ -168,7 +170,8 @@ class Policy:
         """The decision on ``request`` (cached)."""
         return self._decide_cached(request)
 
-    def _decide_compiled(self, request: Request) -> Decision:
+    def decide_uncached(self, request: Request) -> Decision:
+        """The decision without the cache (what a first-time request costs)."""
         return self.decide_with(self._compiled.first_match, request)
 
     def decide_with_casbin(self, request: Request) -> Decision:
@@ -183,50 +186,41 @@ class Policy:
             return self._shadowed(
                 Decision(Effect.DENY, "path-spelling", str(exc), request.action, None)
             )
-        best: Decision | None = None
-        for atom in atoms:
+        # the strictest atom decides; the first of equally strict ones (the call comes first)
+        best_atom = atoms[0]
+        best_rule: Rule | None = first_match(best_atom)
+        best_severity = self._severity(best_rule)
+        for atom in atoms[1:]:
             rule: Rule | None = first_match(atom)
-            if rule is None:
-                decision = Decision(
-                    self.default,
-                    None,
-                    f"no rule matched; the policy's default is {self.default.value}",
-                    atom.action,
-                    atom.target,
-                )
-            else:
-                decision = Decision(rule.effect, rule.id, rule.reason, atom.action, atom.target)
-            best = decision if best is None else strictest(best, decision)
-        assert best is not None  # every request has at least its call atom
+            severity = self._severity(rule)
+            if severity > best_severity:
+                best_atom, best_rule, best_severity = atom, rule, severity
+        if best_rule is None:
+            best = Decision(
+                self.default, None, self._default_reason, best_atom.action, best_atom.target
+            )
+        else:
+            best = Decision(
+                best_rule.effect, best_rule.id, best_rule.reason, best_atom.action, best_atom.target
+            )
         if request.dangerous_paths:
             best = strictest(best, self._tool_danger(request, atoms))
         return self._shadowed(best)
 
+    def _severity(self, rule: Rule | None) -> int:
+        return self._default_severity if rule is None else rule.severity
+
     def atoms(self, request: Request) -> list[Atom]:
         """The parts of a request rules are matched against: the call, then each path."""
-        command = request.command if request.action == "execute" else None
-        atoms = [
-            Atom(
-                request.subject,
-                request.tool,
-                request.action,
-                request.read_only,
-                None,
-                None,
-                command,
-            )
-        ]
-        for path, access in request.paths:
+        subject, tool, action, paths, command, read_only, _ = request
+        if action != "execute":
+            command = None
+        # tuple.__new__ skips the named tuple's keyword handling: this runs on every decision
+        atoms = [_new(Atom, (subject, tool, action, read_only, None, None, command))]
+        for path, access in paths:
             resolved = path if _looks_canonical(path) else canonical(path)
             atoms.append(
-                Atom(
-                    request.subject,
-                    request.tool,
-                    access,
-                    request.read_only,
-                    resolved,
-                    fold(resolved),
-                )
+                _new(Atom, (subject, tool, access, read_only, resolved, fold(resolved), None))
             )
         return atoms
 
@@ -320,6 +314,9 @@ class Policy:
 
     def __repr__(self) -> str:
         return f"<Policy {self.source}: {len(self.spec.rules)} rules, default {self.default.value}>"
+
+
+_new = tuple.__new__
 
 
 def _looks_canonical(path: str) -> bool:

@@ -43,6 +43,7 @@ class Rule:
     effect: Effect
     reason: str
     position: int
+    severity: int
     subjects: frozenset[str] | None
     tools: tuple[NamePattern, ...] | None
     actions: frozenset[str] | None
@@ -58,7 +59,7 @@ class Rule:
     @property
     def rank(self) -> tuple[int, int]:
         """Sort key: strongest effect first, then earliest."""
-        return (-self.effect.severity, self.position)
+        return (-self.severity, self.position)
 
     def matches_tool(self, tool: str) -> bool:
         """Whether the tool condition holds for ``tool``."""
@@ -111,6 +112,7 @@ def compile_rule(spec: RuleSpec, position: int, *, folded: bool = False) -> Rule
         effect=Effect(spec.effect),
         reason=spec.reason or f"rule {spec.id}",
         position=position,
+        severity=Effect(spec.effect).severity,
         subjects=None if subjects is None else frozenset(subjects),
         tools=None if tools is None else tuple(NamePattern(t) for t in tools),
         actions=frozenset(spec.actions) if spec.actions else None,
