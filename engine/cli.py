@@ -36,16 +36,16 @@ _STATUS_STYLE = {
 
 
 def _table(steps: list[DemoStep], width: int) -> Table:
-    # The fixed columns take about 76 characters; the two text columns share the rest, so
+    # The fixed columns take about 96 characters; the two text columns share the rest, so
     # rich never has to squeeze the short columns (which it does by hiding them).
-    spare = max(24, width - 76)
+    spare = max(24, width - 96)
     table = Table(title="Stockade demo: an untrusted agent's session", title_justify="left")
     table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column(
         "what the agent did", no_wrap=True, overflow="ellipsis", max_width=spare * 2 // 5
     )
     table.add_column("tool", style="cyan", no_wrap=True)
-    table.add_column("decision", no_wrap=True)
+    table.add_column("decision · rule", no_wrap=True, overflow="ellipsis", max_width=30)
     table.add_column("status", no_wrap=True)
     table.add_column("tries", justify="right", no_wrap=True)
     table.add_column("time", justify="right", no_wrap=True)
@@ -58,7 +58,11 @@ def _table(steps: list[DemoStep], width: int) -> Table:
         status = f"[{style}]{result.status}[/]"
         if not step.as_expected:
             status += f" [bold red](expected {step.expected})[/]"
-        decision = result.decision.effect.value if result.decision else "-"
+        decision = "-"
+        if result.decision is not None:
+            decision = result.decision.effect.value
+            if result.decision.rule:
+                decision += f" · {result.decision.rule}"
         shown = result.text.replace("\n", " ")
         if step.chunks:
             shown = f"[{step.chunks} chunks] {shown}"
@@ -124,8 +128,8 @@ def demo(
         console.print()
         console.print(_summary(report))
         console.print(
-            "[dim]Policies, the sandboxed filesystem, process isolation, tracing and the audit log "
-            "arrive in later releases; this demo shows the call pipeline they plug into.[/]"
+            "[dim]Every call above went through the default policy preset. The sandboxed "
+            "filesystem, process isolation, tracing and the audit log arrive in later releases.[/]"
         )
     raise typer.Exit(0 if report.passed else 1)
 

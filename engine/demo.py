@@ -141,6 +141,24 @@ class DeleteRecord(ToolBase):
         return f"record {args['record_id']} deleted"
 
 
+class _Notes:
+    """Notes kept in memory under logical paths (the file tools arrive with the sandbox)."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, str] = {}
+
+    @tool(paths={"path": "write"}, idempotent=True)
+    def save_note(self, path: str, text: str) -> str:
+        """Save a note.
+
+        Args:
+            path: Where, e.g. notes/todo.md (relative to /workspace).
+            text: What to write.
+        """
+        self.saved[path] = text
+        return f"saved {len(text)} characters to {path}"
+
+
 @tool
 def divide(a: float, b: float) -> float:
     """Divide a by b.
@@ -201,6 +219,7 @@ def build_toolkit() -> Toolkit:
         toolkit.add(fn)
     toolkit.add(search, presets={"api_key": "demo-key"})
     toolkit.add_object(_Flaky())
+    toolkit.add_object(_Notes())
     toolkit.add(DeleteRecord())
     return toolkit
 
@@ -216,7 +235,8 @@ async def run_demo(on_step: Callable[[DemoStep], None] | None = None) -> DemoRep
             on_step(step)
 
     def approve(call: ToolCall, decision: Decision) -> bool:
-        return True  # the demo's "user" approves every request it is asked about
+        # the demo's "user" approves deleting records and refuses everything else asked about
+        return call.name == "delete_record"
 
     async with Engine(build_toolkit(), approver=approve) as engine:
 
@@ -265,6 +285,21 @@ async def run_demo(on_step: Callable[[DemoStep], None] | None = None) -> DemoRep
             step.result = await engine.call(call)
             done(step)
 
+        await one(
+            "a note in the workspace", "ok", "save_note", {"path": "notes/todo.md", "text": "x"}
+        )
+        await one(
+            "a note into .env (the user says no)",
+            "denied",
+            "save_note",
+            {"path": ".env", "text": "x"},
+        )
+        await one(
+            "a note spelled to escape the workspace",
+            "denied",
+            "save_note",
+            {"path": "notes/../../etc/passwd", "text": "x"},
+        )
         await one("a destructive call the user approves", "ok", "delete_record", {"record_id": 512})
         await one("a protected record", "denied", "delete_record", {"record_id": 7})
         await one("a tool that does not exist", "error", "rm_rf_everything", {})

@@ -186,14 +186,17 @@ class Policy:
             return self._shadowed(
                 Decision(Effect.DENY, "path-spelling", str(exc), request.action, None)
             )
-        # the strictest atom decides; the first of equally strict ones (the call comes first)
+        # the strictest atom decides; among equally strict ones, the first a rule decided (so
+        # a decision names a rule when one applies), else the call itself
         best_atom = atoms[0]
         best_rule: Rule | None = first_match(best_atom)
         best_severity = self._severity(best_rule)
         for atom in atoms[1:]:
             rule: Rule | None = first_match(atom)
             severity = self._severity(rule)
-            if severity > best_severity:
+            if severity > best_severity or (
+                severity == best_severity and best_rule is None and rule is not None
+            ):
                 best_atom, best_rule, best_severity = atom, rule, severity
         if best_rule is None:
             best = Decision(
