@@ -17,6 +17,7 @@ import functools
 import inspect
 import logging
 import math
+import os
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from time import perf_counter
@@ -430,8 +431,13 @@ class Engine:
         paths: list[tuple[str, Access]] = []
         for name, access in spec.paths.items():
             value = kwargs.get(name)
-            values = value if isinstance(value, list | tuple) else [value]
-            paths.extend((_canonical(v), access) for v in values if isinstance(v, str))
+            values = value if isinstance(value, list | tuple | set | frozenset) else [value]
+            for item in values:
+                if item is None:
+                    continue  # an optional path left out touches nothing
+                # a pydantic Path, or anything else: judge its text, never skip it
+                text = os.fsdecode(item) if isinstance(item, os.PathLike) else str(item)
+                paths.append((_canonical(text), access))
         command = None
         if spec.command is not None:
             given = kwargs.get(spec.command)
@@ -481,6 +487,12 @@ class Engine:
         asked = admitted.decision
         answer: object = False
         if self.approver is None:
+            if asked.shadow:  # a trial rollout blocks nothing it would only have asked about
+                admitted.decision = asked._replace(
+                    effect=Effect.WARN,
+                    reason=f"shadow mode: would ask for approval ({asked.reason}); none configured",
+                )
+                return self._verdict(admitted, started)
             reason = f"{asked.reason} — approval needed, and no approver is configured"
         else:
             try:
@@ -495,7 +507,10 @@ class Engine:
             verdict = "approved" if answer is True else "refused"
             reason = f"{asked.reason} — {verdict} by the approver"
         approved = answer is True
-        admitted.decision = Decision(Effect.ALLOW if approved else Effect.DENY, asked.rule, reason)
+        # keep what the decision was about (rule, path or command, shadow): only the verdict changes
+        admitted.decision = asked._replace(
+            effect=Effect.ALLOW if approved else Effect.DENY, reason=reason
+        )
         admitted.metadata["approval"] = "approved" if approved else "refused"
         return self._verdict(admitted, started)
 

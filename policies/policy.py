@@ -24,6 +24,7 @@ from typing import Any
 
 import casbin
 
+from policies.commands import sub_commands
 from policies.compiled import CompiledRules
 from policies.dangerous import dangerous_patterns
 from policies.decision import Decision, Effect, strictest
@@ -73,6 +74,7 @@ class Policy:
         self._dangerous_effect = Effect(spec.dangerous_paths.effect)
         self._decide_cached = lru_cache(maxsize=_DECISION_CACHE)(self.decide_uncached)
         self._tool_dangers = lru_cache(maxsize=256)(_tool_danger_spec)
+        self._sub_commands = lru_cache(maxsize=1024)(sub_commands)
         self._limits: dict[tuple[str, str], CallLimits] = {}
         self._casbin: CasbinMatcher | None = None
 
@@ -216,10 +218,18 @@ class Policy:
     def atoms(self, request: Request) -> list[Atom]:
         """The parts of a request rules are matched against: the call, then each path."""
         subject, tool, action, paths, command, read_only, _ = request
-        if action != "execute":
-            command = None
         # tuple.__new__ skips the named tuple's keyword handling: this runs on every decision
-        atoms = [_new(Atom, (subject, tool, action, read_only, None, None, command))]
+        if action == "execute" and command is not None:
+            parts = self._sub_commands(command)
+            if parts is None:  # unreadable: judged without a command, so no command rule allows it
+                atoms = [_new(Atom, (subject, tool, action, read_only, None, None, None))]
+            else:
+                atoms = [
+                    _new(Atom, (subject, tool, action, read_only, None, None, part))
+                    for part in parts
+                ]
+        else:
+            atoms = [_new(Atom, (subject, tool, action, read_only, None, None, None))]
         for path, access in paths:
             resolved = path if _looks_canonical(path) else canonical(path)
             atoms.append(

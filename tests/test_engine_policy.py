@@ -289,7 +289,9 @@ async def run(engine: Engine, name: str, *, subject: str = "agent", **arguments:
     return await engine.call(ToolCall(name=name, arguments=arguments, subject=subject))
 
 
-def start(engine: Engine, name: str, *, subject: str = "agent", **arguments: Any) -> asyncio.Task:
+def start(
+    engine: Engine, name: str, *, subject: str = "agent", **arguments: Any
+) -> asyncio.Task[ToolResult]:
     """A call running in the background."""
     return asyncio.ensure_future(run(engine, name, subject=subject, **arguments))
 
@@ -330,7 +332,7 @@ def test_an_engine_without_a_policy_decides_with_the_default_preset() -> None:
 
     assert [(d.effect, d.rule) for d in decisions] == [
         (Effect.ASK, "dangerous-path"),
-        (Effect.ALLOW, None),  # the call itself decides a tie: nothing stricter matched
+        (Effect.ALLOW, "workspace-files"),  # a tie between atoms names the rule that applied
         (Effect.DENY, "outside-namespaces"),
         (Effect.DENY, "userinput-read-only"),
         (Effect.ASK, "commands-ask"),
@@ -1008,6 +1010,19 @@ async def test_a_per_subject_cap_limits_that_subject_only() -> None:
     assert TRACK.peak["subject:bob"] == 4
 
 
+async def test_each_capped_subject_has_a_cap_of_its_own() -> None:
+    engine = make_engine(limited(per_subject={"alice": 2, "bob": 2}))
+
+    results = await asyncio.gather(
+        *(run(engine, "slow_tool", subject=s) for s in ["alice", "bob"] * 4)
+    )
+
+    assert statuses(results) == ["ok"] * 8
+    assert TRACK.peak["subject:alice"] == 2
+    assert TRACK.peak["subject:bob"] == 2
+    assert TRACK.peak["all"] == 4  # two caps of two, not one shared cap
+
+
 async def test_a_per_subject_cap_on_a_role_applies_to_its_members() -> None:
     engine = make_engine(
         make_policy(roles={"interns": ["ivan"]}, limits={"per_subject": {"interns": 1}})
@@ -1153,19 +1168,25 @@ async def test_waiting_for_a_slot_names_the_cap_that_was_full(
 
 
 @pytest.mark.parametrize(
-    ("limits", "holder", "waiter"),
+    ("limits", "holder", "holder_args", "waiter"),
     [
         # the waiter waits for the per-tool cap, held by another call of the same tool
-        pytest.param({"per_tool": {"slow_tool": 1}}, "slow_tool", "slow_tool", id="waits-for-cap"),
+        pytest.param(
+            {"per_tool": {"slow_tool": 1}},
+            "slow_tool",
+            {"hold": True},
+            "slow_tool",
+            id="waits-for-cap",
+        ),
         # the waiter holds its cap and waits for the scheduler, held by an exclusive call
-        pytest.param({"per_tool": {"solo_tool": 1}}, "blocker", "solo_tool", id="holds-cap"),
+        pytest.param({"per_tool": {"solo_tool": 1}}, "blocker", {}, "solo_tool", id="holds-cap"),
     ],
 )
 async def test_cancelling_a_call_that_waits_for_a_slot_leaves_the_caps_intact(
-    limits: dict[str, Any], holder: str, waiter: str
+    limits: dict[str, Any], holder: str, holder_args: dict[str, Any], waiter: str
 ) -> None:
     engine = make_engine(limited(**limits))
-    holding = start(engine, holder, hold=True) if holder == "slow_tool" else start(engine, holder)
+    holding = start(engine, holder, **holder_args)
     await until(lambda: TRACK.now[holder] == 1)
     call = ToolCall(name=waiter, arguments={"tag": "cancelled"})
     waiting = asyncio.ensure_future(engine.call(call))
@@ -1242,6 +1263,25 @@ async def test_a_streamed_call_asks_the_approver_like_any_call() -> None:
     assert chunks[-1].result is not None
     assert chunks[-1].result.status == "ok"
     assert len(chunks) == 4  # three parts, then the final chunk
+
+
+async def test_a_streamed_call_that_waits_too_long_for_a_slot_times_out() -> None:
+    engine = make_engine(limited(per_subject={"alice": 1}))
+    holder = start(engine, "hold_tool", subject="alice")
+    await until(lambda: TRACK.now["hold_tool"] == 1)
+
+    chunks = await collect(engine, ToolCall(name="quick_tool", subject="alice"))
+    RELEASE.set()
+    await holder
+
+    assert len(chunks) == 1
+    result = chunks[0].result
+    assert result is not None
+    assert result.status == "timeout"
+    assert result.error is not None
+    assert "free slot" in result.error.message
+    assert "the cap for alice of 1" in result.error.message
+    assert "quick_tool" not in ran
 
 
 @pytest.mark.parametrize(
