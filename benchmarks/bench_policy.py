@@ -191,12 +191,10 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(
-        f"Stockade policy benchmark (Python {sys.version.split()[0]}{', quick' if args.quick else ''})"
-    )
-    print(
-        f"{'rules':>7} {'compiled µs':>12} {'cached µs':>10} {'casbin µs':>12} {'speed-up':>9} {'load ms':>8}"
-    )
+    quick = ", quick" if args.quick else ""
+    print(f"Stockade policy benchmark (Python {sys.version.split()[0]}{quick})")
+    header = ("rules", "compiled µs", "cached µs", "casbin µs", "speed-up", "load ms")
+    print("{:>7} {:>12} {:>10} {:>12} {:>9} {:>8}".format(*header))
     for row in rows[:-1]:
         print(
             f"{row['rules']:>7} {row['compiled_us']:>12.2f} {row['cached_us']:>10.2f} "

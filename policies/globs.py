@@ -45,15 +45,63 @@ def expand(pattern: str) -> list[str]:
         raise PatternError("an empty pattern matches nothing; remove it")
     if "\x00" in body:
         raise PatternError(f"pattern {pattern!r} contains a NUL byte")
+    segments = body.split("/")
+    if ".." in segments:
+        raise PatternError(
+            f"pattern {pattern!r} contains '..'; paths are matched after '..' is resolved, "
+            "so write the path it means"
+        )
+    folder = body.endswith("/") and body.strip("/") != ""
+    body = "/".join(s for s in segments if s != ".") if "." in segments else body
     if not body.startswith(("/", "**")):
         body = f"{WORKSPACE}/{body}"
     body = re.sub(r"/{2,}", "/", body)
     if len(body) > 1:
         body = body.rstrip("/") or "/"
+    if folder and not body.endswith("/**"):
+        body = f"{body}/**"  # "name/" means the folder and everything in it
     forms = [body]
     if body.endswith("/**") and len(body) > 3:
         forms.insert(0, body[:-3])
     return [f"!{f}" if negated else f for f in forms]
+
+
+def _class_regex(segment: str, start: int, pattern: str) -> tuple[str, int] | None:
+    """The regex for the ``[...]`` class opening at ``start`` and the index after it, or None
+    when the bracket is never closed (then it is a literal ``[``, as in wcmatch)."""
+    i = start + 1
+    negate = i < len(segment) and segment[i] in "!^"
+    if negate:
+        i += 1
+    chars: list[str] = []
+    first = True
+    while i < len(segment):
+        ch = segment[i]
+        if ch == "]" and not first:
+            break
+        if ch == "[" and segment[i + 1 : i + 2] == ":":
+            raise PatternError(
+                f"pattern {pattern!r}: POSIX classes like [[:digit:]] are not supported; "
+                "write the characters, e.g. [0-9]"
+            )
+        if ch == "\\" and i + 1 < len(segment):
+            i += 1
+            ch = segment[i]
+            chars.append(re.escape(ch))
+        elif ch == "/":
+            pass  # a path separator never matches inside a class
+        elif ch in "^[]\\":
+            chars.append("\\" + ch)
+        else:
+            chars.append(ch)  # "-" keeps its meaning: a range
+        first = False
+        i += 1
+    if i >= len(segment):
+        return None
+    body = "".join(chars)
+    if negate:
+        return f"[^/{body}]", i + 1  # and never a "/"
+    return (f"[{body}]" if body else "(?!)"), i + 1
 
 
 def _segment_regex(segment: str, pattern: str) -> str:
@@ -71,16 +119,13 @@ def _segment_regex(segment: str, pattern: str) -> str:
             out.append("[^/]")
             i += 1
         elif ch == "[":
-            end = segment.find("]", i + 2 if segment[i + 1 : i + 2] in ("!", "^") else i + 1)
-            if end == -1:
+            found = _class_regex(segment, i, pattern)
+            if found is None:
                 out.append(re.escape(ch))  # an unclosed bracket is a literal, as in wcmatch
                 i += 1
-                continue
-            body = segment[i + 1 : end]
-            if body[:1] in ("!", "^"):
-                body = "^" + body[1:]
-            out.append("[" + body.replace("\\", "\\\\") + "]")
-            i = end + 1
+            else:
+                out.append(found[0])
+                i = found[1]
         else:
             out.append(re.escape(ch))
             i += 1
@@ -128,8 +173,8 @@ class Glob:
             return path.startswith(literal) and (
                 len(path) == len(literal) or literal == "/" or path[len(literal)] == "/"
             )
-        if path == "/":
-            return self.regex.fullmatch("") is not None or self.regex.fullmatch("/") is not None
+        if path == "/":  # the root has no segments: only patterns that allow none match it
+            return self.pattern == "/" or self.regex.fullmatch("") is not None
         return self.regex.fullmatch(path) is not None
 
 

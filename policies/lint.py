@@ -7,6 +7,7 @@ can never decide because a stronger one always wins first, switches that disable
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,5 +177,8 @@ def _covers(first: Rule, later: Rule) -> bool:
 
 
 def _toml_line(exc: tomllib.TOMLDecodeError) -> int | None:
-    line = getattr(exc, "lineno", None)
-    return line if isinstance(line, int) else None
+    line = getattr(exc, "lineno", None)  # Python 3.14+; before, only the message says
+    if isinstance(line, int):
+        return line
+    found = re.search(r"at line (\d+)", str(exc))
+    return int(found.group(1)) if found else None

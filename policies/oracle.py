@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 import casbin
 
@@ -42,13 +43,32 @@ m = (p.sub == "*" || g(r.sub, p.sub)) && toolMatch(r.tool, p.tool) \
 """
 
 
+# casbin's adapters split a line on commas outside brackets and parentheses and strip the
+# pieces, so free text (patterns, reasons) is stored with those characters percent-encoded.
+_SPECIAL = {"%": "%25", ",": "%2C", "[": "%5B", "]": "%5D", "(": "%28", ")": "%29"}
+
+
+def encode_field(text: str) -> str:
+    """A value safe to store as one field of a casbin line."""
+    out = "".join(_SPECIAL.get(ch, ch) for ch in text)
+    if out != out.strip():  # keep edge whitespace, which adapters strip
+        out = out.replace(" ", "%20").replace("\t", "%09")
+    return out
+
+
+@lru_cache(maxsize=8192)
+def decode_field(field: str) -> str:
+    """Inverse of `encode_field`."""
+    return unquote(field) if "%" in field else field
+
+
 def _encode(patterns: Iterable[str]) -> str:
-    return json.dumps(list(patterns), separators=(",", ":"), ensure_ascii=False)
+    return encode_field(json.dumps(list(patterns), ensure_ascii=False))
 
 
 @lru_cache(maxsize=4096)
 def _decode(encoded: str) -> tuple[str, ...]:
-    return tuple(json.loads(encoded))
+    return tuple(json.loads(decode_field(encoded)))
 
 
 def target_of(rule: Rule) -> str:
@@ -81,7 +101,7 @@ def target_match(request_target: str, rule_target: str) -> bool:
 
 def tool_match(tool: str, pattern: str) -> bool:
     """casbin matcher function for tool-name patterns."""
-    return pattern == "*" or fnmatch.fnmatchcase(tool, pattern)
+    return pattern == "*" or fnmatch.fnmatchcase(tool, decode_field(pattern))
 
 
 def policy_lines(ranked: Iterable[Rule]) -> list[list[str]]:
@@ -95,7 +115,16 @@ def policy_lines(ranked: Iterable[Rule]) -> list[list[str]]:
             for tool in rule.tool_patterns if rule.tools is not None else ("*",):
                 for action in actions:
                     lines.append(
-                        [subject, tool, action, ro, target, rule.effect.value, rule.id, rule.reason]
+                        [
+                            subject,
+                            encode_field(tool),
+                            action,
+                            ro,
+                            target,
+                            rule.effect.value,
+                            encode_field(rule.id),
+                            encode_field(rule.reason),
+                        ]
                     )
     return lines
 
@@ -145,7 +174,7 @@ class CasbinMatcher:
         )
         if not matched:
             return None
-        return self._by_id[explain[6]]
+        return self._by_id[decode_field(explain[6])]
 
 
 def lines_from_enforcer(enforcer: casbin.Enforcer) -> tuple[list[list[str]], list[list[str]]]:

@@ -31,6 +31,7 @@ from policies.decision import Decision, Effect, strictest
 from policies.globs import NamePattern, PathSpec, path_spec
 from policies.oracle import (
     CasbinMatcher,
+    decode_field,
     grouping_lines,
     lines_from_enforcer,
     new_enforcer,
@@ -38,7 +39,7 @@ from policies.oracle import (
 )
 from policies.paths import PathSpellingError, canonical, fold
 from policies.request import Request
-from policies.rules import Atom, Rule, compile_rule, role_closure
+from policies.rules import Atom, Rule, RuleError, compile_rule, role_closure
 from policies.source import SourceMap
 from policies.spec import DangerousSpec, PolicyError, PolicySpec, Problem, RuleSpec, parse, read
 
@@ -159,8 +160,10 @@ class Policy:
         for index, rule in enumerate(spec.rules):
             try:
                 rules.append(compile_rule(rule, 2 + index))
-            except PolicyError as exc:
-                location = ("rules", index)
+            except RuleError as exc:
+                location: tuple[str | int, ...] = ("rules", index)
+                if exc.key:
+                    location = (*location, exc.key)
                 raise PolicyError(
                     "invalid policy", [_problem(source, text, location, str(exc))]
                 ) from None
@@ -320,10 +323,10 @@ class Policy:
         return policy_lines(self._compiled.ranked)
 
     def casbin_csv(self) -> str:
-        """The policy in casbin's CSV form (``p, ...`` and ``g, ...`` lines) for its adapters."""
+        """The policy as casbin's file adapter reads it (``p, ...`` and ``g, ...`` lines)."""
         rows = [["p", *line] for line in self.casbin_lines()]
         rows += [["g", *line] for line in grouping_lines(self.spec.roles)]
-        return "".join(", ".join(_csv_field(f) for f in row) + "\n" for row in rows)
+        return "".join(", ".join(row) + "\n" for row in rows)
 
     def __repr__(self) -> str:
         return f"<Policy {self.source}: {len(self.spec.rules)} rules, default {self.default.value}>"
@@ -355,12 +358,6 @@ def _problem(
     return Problem(source, line, ".".join(str(p) for p in location), message)
 
 
-def _csv_field(value: str) -> str:
-    if any(ch in value for ch in ',"\n') or value != value.strip():
-        return '"' + value.replace('"', '""') + '"'
-    return value
-
-
 def _spec_from_lines(
     lines: Iterable[list[str]],
     groups: Iterable[list[str]],
@@ -372,6 +369,7 @@ def _spec_from_lines(
     rules: dict[str, dict[str, Any]] = {}
     data: dict[str, Any] = {"default": default, "shadow": shadow, "limits": dict(limits or {})}
     for sub, tool, act, ro, target, effect, rule_id, reason in (line[:8] for line in lines):
+        tool, rule_id, reason = decode_field(tool), decode_field(rule_id), decode_field(reason)
         rule = rules.setdefault(
             rule_id,
             {
@@ -390,9 +388,9 @@ def _spec_from_lines(
             rule["read_only_tools"] = ro == "true"
         kind, _, encoded = target.partition(":")
         if kind in ("path", "ipath"):
-            rule["paths"] = json.loads(encoded)
+            rule["paths"] = json.loads(decode_field(encoded))
         elif kind == "cmd":
-            rule["commands"] = json.loads(encoded)
+            rule["commands"] = json.loads(decode_field(encoded))
     roles: dict[str, list[str]] = {}
     for member, role in (g[:2] for g in groups):
         roles.setdefault(role, []).append(member)

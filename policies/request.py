@@ -46,7 +46,7 @@ class Request(_RequestFields):
     ) -> Request:
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}; use one of {', '.join(sorted(ACTIONS))}")
-        if type(paths) is not tuple:
+        if type(paths) is not tuple or any(type(p) is not tuple for p in paths):
             paths = tuple((str(path), access) for path, access in paths)
         for path, access in paths:
             if access not in ACCESSES:

@@ -34,6 +34,14 @@ class Atom(NamedTuple):
         return self.path if self.path is not None else self.command
 
 
+class RuleError(PolicyError):
+    """A rule that cannot be compiled; ``key`` names the offending field, if one."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Rule:
     """A compiled rule. ``rank`` orders rules for first-match: strongest effect first, then
@@ -98,13 +106,13 @@ def _star_or(values: list[str]) -> tuple[str, ...] | None:
 def compile_rule(spec: RuleSpec, position: int, *, folded: bool = False) -> Rule:
     """Compile a rule from the file (or a system rule). Raises PolicyError naming the rule."""
     if spec.paths and spec.commands:
-        raise PolicyError(
+        raise RuleError(
             f"rule {spec.id!r}: a rule matches paths or commands, not both; split it in two"
         )
     try:
         paths = path_spec(spec.paths, folded=folded) if spec.paths else None
     except ValueError as exc:
-        raise PolicyError(f"rule {spec.id!r}: {exc}") from None
+        raise RuleError(f"rule {spec.id!r}: {exc}", "paths") from None
     subjects = _star_or(spec.subjects)
     tools = _star_or(spec.tools)
     return Rule(

@@ -20,6 +20,7 @@ from policies.request import ACTIONS
 from policies.source import SourceMap
 
 EffectName = Literal["allow", "warn", "ask", "deny"]
+RESERVED_IDS = frozenset({"read-only-mode", "dangerous-path", "path-spelling"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,11 @@ class RuleSpec(_Strict):
             raise ValueError("must list at least one non-empty name or pattern ('*' for any)")
         return values
 
+    @field_validator("subjects")
+    @classmethod
+    def _plain_names(cls, values: list[str]) -> list[str]:
+        return [_name(v) for v in values]
+
 
 class DangerousSpec(_Strict):
     """Protected paths: the built-in list, changed with ``extend``/``remove`` or ``replace``."""
@@ -114,6 +120,16 @@ class LimitsSpec(_Strict):
         return caps
 
 
+def _name(value: str) -> str:
+    """Subject and role names are stored as casbin fields: keep them plain."""
+    if not value or value != value.strip() or any(ch in value for ch in ",[]()%"):
+        raise ValueError(
+            f"{value!r} is not a usable subject or role name: "
+            "no edge spaces, and none of , [ ] ( ) %"
+        )
+    return value
+
+
 class PolicySpec(_Strict):
     """A whole policy file."""
 
@@ -126,6 +142,11 @@ class PolicySpec(_Strict):
     dangerous_paths: DangerousSpec = Field(default_factory=lambda: DangerousSpec())
     limits: LimitsSpec = Field(default_factory=lambda: LimitsSpec())
     rules: list[RuleSpec] = Field(default_factory=list)
+
+    @field_validator("roles")
+    @classmethod
+    def _role_names(cls, roles: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {_name(role): [_name(m) for m in members] for role, members in roles.items()}
 
     @property
     def default_effect(self) -> Effect:
@@ -153,6 +174,19 @@ def parse(data: Mapping[str, Any], *, source: str, text: str | None = None) -> P
     seen: dict[str, int] = {}
     lines = SourceMap(text) if text is not None else None
     for index, rule in enumerate(spec.rules):
+        if rule.id in RESERVED_IDS or rule.id.startswith("dangerous-path:"):
+            location = ("rules", index, "id")
+            raise PolicyError(
+                "invalid policy",
+                [
+                    Problem(
+                        source,
+                        lines.line(location) if lines else None,
+                        _dotted(location),
+                        f"rule id {rule.id!r} is reserved for Stockade's own rules; choose another",
+                    )
+                ],
+            )
         if rule.id in seen:
             location = ("rules", index, "id")
             raise PolicyError(
