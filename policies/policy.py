@@ -145,18 +145,19 @@ class Policy:
                 "invalid policy", [_problem(source, text, ("dangerous_paths",), str(exc))]
             ) from None
         if patterns:
-            rules.append(
-                compile_rule(
-                    RuleSpec(
-                        id=DANGEROUS_RULE,
-                        effect=dangers.effect,
-                        reason="a protected path (credentials, hooks or tool configuration)",
-                        paths=patterns,
-                    ),
-                    1,
-                    folded=True,
-                )
+            protected = RuleSpec(
+                id=DANGEROUS_RULE,
+                effect=dangers.effect,
+                reason="a protected path (credentials, hooks or tool configuration)",
+                paths=patterns,
             )
+            try:
+                rules.append(compile_rule(protected, 1, folded=True))
+            except RuleError as exc:
+                location = ("dangerous_paths",)
+                raise PolicyError(
+                    "invalid policy", [_problem(source, text, location, str(exc))]
+                ) from None
         for index, rule in enumerate(spec.rules):
             try:
                 rules.append(compile_rule(rule, 2 + index))

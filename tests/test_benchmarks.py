@@ -30,3 +30,23 @@ def test_engine_benchmark_quick_run_reports_every_measure() -> None:
         "call_many, 100 x 10 ms read-only",
     ]
     assert all(r["value"] > 0 for r in rows)
+
+
+def test_policy_benchmark_quick_run_reports_every_size_and_the_engine_figure() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_policy.py"), "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["rules"] for r in rows[:-1]] == [10, 1000, 10_000]
+    assert all(r["compiled_us"] > 0 and r["casbin_us"] > 0 for r in rows[:-1])
+    summary = rows[-1]
+    assert summary["engine_call_default_preset_us"] > 0
+    assert set(summary["targets"]) == {
+        "compiled_at_10000_le_5us",
+        "growth_le_2x",
+        "engine_call_le_10us",
+    }
