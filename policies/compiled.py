@@ -20,6 +20,7 @@ from policies.rules import Atom, Rule, role_closure
 
 _MAX_BUCKETS = 4096
 _MAX_SUBJECTS = 4096
+_MAX_GENERAL = 65536
 
 
 Hit = tuple[int, Rule, Glob]  # rank, rule, one include pattern of the rule the index selected
@@ -43,10 +44,10 @@ class _Bucket:
         "by_segment",
         "by_segment_start",
         "commands",
+        "dotted_only",
         "for_anyone",
         "for_named",
         "initials",
-        "memo",
         "start_lengths",
         "stop",
         "unanchored",
@@ -57,7 +58,6 @@ class _Bucket:
         self.for_named: dict[str, list[tuple[int, Rule]]] = defaultdict(list)
         self.commands: list[tuple[int, Rule]] = []
         self.unanchored: list[Hit] = []
-        self.memo: dict[tuple[str, bool], tuple[int, Rule | None]] = {}
         self.stop = _NEVER
         by_prefix: dict[str, list[Hit]] = defaultdict(list)
         by_segment: dict[str, list[Hit]] = defaultdict(list)
@@ -92,16 +92,12 @@ class _Bucket:
         self.by_segment_start = dict(by_start)
         self.start_lengths = sorted({len(k) for k in by_start})
         self.initials = frozenset(k[:1] for k in (*by_folded, *by_start))
+        self.dotted_only = self.initials <= {"."}
 
     def first_general(
         self, subject: str, closure: frozenset[str], read_only: bool
     ) -> tuple[int, Rule | None]:
-        """The best-ranked general rule for this subject, as (rank, rule); memoised, since it
-        depends on nothing else."""
-        key = (subject, read_only)
-        found = self.memo.get(key)
-        if found is not None:
-            return found
+        """The best-ranked general rule for this subject, as (rank, rule)."""
         best: tuple[int, Rule | None] = (_NEVER, None)
         for rank, rule in self.for_anyone:
             if rule.read_only is None or rule.read_only == read_only:
@@ -115,8 +111,6 @@ class _Bucket:
                     if rule.read_only is None or rule.read_only == read_only:
                         best = (rank, rule)
                         break
-        if len(self.memo) < 1024:
-            self.memo[key] = best
         return best
 
     def hits(self, path: str, folded: str) -> list[Hit]:
@@ -144,7 +138,11 @@ class _Bucket:
             for key in path.split("/"):
                 if key in segment:
                     hits.extend(segment[key])
-        if self.by_folded_segment or self.by_segment_start:
+        if (self.by_folded_segment or self.by_segment_start) and (
+            self.dotted_only is False or "/." in folded
+        ):
+            # (protected names all start with "." unless a policy adds others: a path with no
+            # segment starting with "." cannot hit them, and one substring test says so)
             table = self.by_folded_segment
             starts = self.by_segment_start
             lengths = self.start_lengths
@@ -172,6 +170,7 @@ class CompiledRules:
         self._roles = roles
         self._buckets: dict[tuple[str, str], _Bucket] = {}
         self._closures: dict[str, frozenset[str]] = {}
+        self._general: dict[tuple[str, str, str, bool], tuple[int, Rule | None]] = {}
 
     @property
     def ranked(self) -> list[Rule]:
@@ -193,6 +192,7 @@ class CompiledRules:
         if bucket is None:
             if len(self._buckets) >= _MAX_BUCKETS:
                 self._buckets.clear()
+                self._general.clear()  # it refers to ranks of the dropped buckets
             applicable = [
                 r
                 for r in self._ranked
@@ -204,28 +204,50 @@ class CompiledRules:
     def first_match(self, atom: Atom) -> Rule | None:
         """The winning rule for ``atom``, or None (the policy's default applies)."""
         subject, tool, action, read_only, path, folded, command = atom
-        closure = self._closures.get(subject) or self.closure(subject)
+        if path is not None:
+            return self.first_for_path(subject, tool, action, read_only, path, folded or path)
+        best_rank, best = self.first_general(subject, tool, action, read_only)
+        if command is not None:
+            bucket = self._buckets.get((tool, action)) or self._bucket(tool, action)
+            closure = self._closures.get(subject) or self.closure(subject)
+            for rank, rule in bucket.commands:
+                if rank >= best_rank:
+                    break
+                if (
+                    (rule.subjects is None or not rule.subjects.isdisjoint(closure))
+                    and (rule.read_only is None or rule.read_only == read_only)
+                    and rule.matches_target(atom)
+                ):
+                    return rule
+        return best
+
+    def first_general(
+        self, subject: str, tool: str, action: str, read_only: bool
+    ) -> tuple[int, Rule | None]:
+        """The best rule without a target condition, as (rank, rule): it depends on nothing
+        but these four, so it is remembered (one dictionary lookup on the hot path)."""
+        key = (tool, action, subject, read_only)
+        found = self._general.get(key)
+        if found is None:
+            bucket = self._buckets.get((tool, action)) or self._bucket(tool, action)
+            closure = self._closures.get(subject) or self.closure(subject)
+            found = bucket.first_general(subject, closure, read_only)
+            if len(self._general) >= _MAX_GENERAL:
+                self._general.clear()
+            self._general[key] = found
+        return found
+
+    def first_for_path(
+        self, subject: str, tool: str, action: str, read_only: bool, path: str, folded: str
+    ) -> Rule | None:
+        """The winning rule for one path atom (``path`` canonical, ``folded`` its fold)."""
+        best_rank, best = self.first_general(subject, tool, action, read_only)
         bucket = self._buckets.get((tool, action)) or self._bucket(tool, action)
-        found = bucket.memo.get((subject, read_only))
-        best_rank, best = found or bucket.first_general(subject, closure, read_only)
-        if path is None:
-            if command is not None:
-                for rank, rule in bucket.commands:
-                    if rank >= best_rank:
-                        break
-                    if (
-                        (rule.subjects is None or not rule.subjects.isdisjoint(closure))
-                        and (rule.read_only is None or rule.read_only == read_only)
-                        and rule.matches_target(atom)
-                    ):
-                        return rule
-            return best
-        if folded is None:
-            folded = path
         hits = bucket.hits(path, folded)
         if not hits:
             return best
         hits.sort(key=_first)
+        closure = self._closures.get(subject) or self.closure(subject)
         for rank, rule, glob in hits:
             if rank >= best_rank:
                 break
@@ -235,8 +257,8 @@ class CompiledRules:
                 continue
             spec = rule.paths
             assert spec is not None
-            subject = folded if spec.folded else path
+            target = folded if spec.folded else path
             # the pattern the index selected must match, and none of the exclusions
-            if glob.match(subject) and not any(x.match(subject) for x in spec.exclude):
+            if glob.match(target) and not any(x.match(target) for x in spec.exclude):
                 return rule
         return best

@@ -154,9 +154,8 @@ class Policy:
             try:
                 rules.append(compile_rule(protected, 1, folded=True))
             except RuleError as exc:
-                location = ("dangerous_paths",)
                 raise PolicyError(
-                    "invalid policy", [_problem(source, text, location, str(exc))]
+                    "invalid policy", [_problem(source, text, ("dangerous_paths",), str(exc))]
                 ) from None
         for index, rule in enumerate(spec.rules):
             try:
@@ -164,7 +163,7 @@ class Policy:
             except RuleError as exc:
                 location: tuple[str | int, ...] = ("rules", index)
                 if exc.key:
-                    location = (*location, exc.key)
+                    location = ("rules", index, exc.key)
                 raise PolicyError(
                     "invalid policy", [_problem(source, text, location, str(exc))]
                 ) from None
@@ -177,8 +176,43 @@ class Policy:
         return self._decide_cached(request)
 
     def decide_uncached(self, request: Request) -> Decision:
-        """The decision without the cache (what a first-time request costs)."""
-        return self.decide_with(self._compiled.first_match, request)
+        """The decision without the cache (what a first-time request costs).
+
+        The same steps as `decide_with` over the compiled rules, written out without building
+        atoms: this is the hot path. Commands and paths that need canonicalising take the
+        general route."""
+        subject, tool, action, paths, command, read_only, dangers = request
+        if action == "execute" and command is not None:
+            return self.decide_with(self._compiled.first_match, request)
+        for path, _ in paths:
+            if not _looks_canonical(path):
+                return self.decide_with(self._compiled.first_match, request)
+        compiled = self._compiled
+        default_severity = self._default_severity
+        best_rule = compiled.first_general(subject, tool, action, read_only)[1]
+        best_severity = default_severity if best_rule is None else best_rule.severity
+        best_action: str = action
+        best_target: str | None = None
+        for path, access in paths:
+            rule = compiled.first_for_path(subject, tool, access, read_only, path, fold(path))
+            severity = default_severity if rule is None else rule.severity
+            if severity > best_severity or (
+                severity == best_severity and best_rule is None and rule is not None
+            ):
+                best_rule, best_severity, best_action, best_target = rule, severity, access, path
+        if best_rule is None:
+            decision = _new(
+                Decision,
+                (self.default, None, self._default_reason, best_action, best_target, False),
+            )
+        else:
+            decision = _new(
+                Decision,
+                (best_rule.effect, best_rule.id, best_rule.reason, best_action, best_target, False),
+            )
+        if dangers:
+            decision = strictest(decision, self._tool_danger(request, self.atoms(request)))
+        return self._shadowed(decision) if self.shadow else decision
 
     def decide_with_casbin(self, request: Request) -> Decision:
         """The same decision, reached through casbin's ``enforce`` (slow; the reference)."""
@@ -194,30 +228,31 @@ class Policy:
             )
         # the strictest atom decides; among equally strict ones, the first a rule decided (so
         # a decision names a rule when one applies), else the call itself
+        default_severity = self._default_severity
         best_atom = atoms[0]
         best_rule: Rule | None = first_match(best_atom)
-        best_severity = self._severity(best_rule)
+        best_severity = default_severity if best_rule is None else best_rule.severity
         for atom in atoms[1:]:
             rule: Rule | None = first_match(atom)
-            severity = self._severity(rule)
+            severity = default_severity if rule is None else rule.severity
             if severity > best_severity or (
                 severity == best_severity and best_rule is None and rule is not None
             ):
                 best_atom, best_rule, best_severity = atom, rule, severity
+        target = best_atom.path if best_atom.path is not None else best_atom.command
         if best_rule is None:
-            best = Decision(
-                self.default, None, self._default_reason, best_atom.action, best_atom.target
+            best = _new(
+                Decision,
+                (self.default, None, self._default_reason, best_atom.action, target, False),
             )
         else:
-            best = Decision(
-                best_rule.effect, best_rule.id, best_rule.reason, best_atom.action, best_atom.target
+            best = _new(
+                Decision,
+                (best_rule.effect, best_rule.id, best_rule.reason, best_atom.action, target, False),
             )
         if request.dangerous_paths:
             best = strictest(best, self._tool_danger(request, atoms))
-        return self._shadowed(best)
-
-    def _severity(self, rule: Rule | None) -> int:
-        return self._default_severity if rule is None else rule.severity
+        return self._shadowed(best) if self.shadow else best
 
     def atoms(self, request: Request) -> list[Atom]:
         """The parts of a request rules are matched against: the call, then each path."""
