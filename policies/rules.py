@@ -73,19 +73,6 @@ class Rule:
         """Whether the tool condition holds for ``tool``."""
         return self.tools is None or any(p.match(tool) for p in self.tools)
 
-    def matches(self, atom: Atom, closure: frozenset[str]) -> bool:
-        """The reference check of every condition (the compiled index narrows, this decides).
-        ``closure`` is the subject with all its roles."""
-        if self.subjects is not None and self.subjects.isdisjoint(closure):
-            return False
-        if self.read_only is not None and self.read_only != atom.read_only:
-            return False
-        if self.actions is not None and atom.action not in self.actions:
-            return False
-        if not self.matches_tool(atom.tool):
-            return False
-        return self.matches_target(atom)
-
     def matches_target(self, atom: Atom) -> bool:
         """The path or command condition alone."""
         if self.paths is not None:

@@ -174,33 +174,17 @@ def parse(data: Mapping[str, Any], *, source: str, text: str | None = None) -> P
     seen: dict[str, int] = {}
     lines = SourceMap(text) if text is not None else None
     for index, rule in enumerate(spec.rules):
+        problem = None
         if rule.id in RESERVED_IDS or rule.id.startswith("dangerous-path:"):
-            location = ("rules", index, "id")
-            raise PolicyError(
-                "invalid policy",
-                [
-                    Problem(
-                        source,
-                        lines.line(location) if lines else None,
-                        _dotted(location),
-                        f"rule id {rule.id!r} is reserved for Stockade's own rules; choose another",
-                    )
-                ],
+            problem = f"rule id {rule.id!r} is reserved for Stockade's own rules; choose another"
+        elif rule.id in seen:
+            problem = (
+                f"rule id {rule.id!r} is already used by rules.{seen[rule.id]}; ids must be unique"
             )
-        if rule.id in seen:
+        if problem is not None:
             location = ("rules", index, "id")
-            raise PolicyError(
-                "invalid policy",
-                [
-                    Problem(
-                        source,
-                        lines.line(location) if lines else None,
-                        _dotted(location),
-                        f"rule id {rule.id!r} is already used by rules.{seen[rule.id]}; "
-                        "ids must be unique",
-                    )
-                ],
-            )
+            line = lines.line(location) if lines else None
+            raise PolicyError("invalid policy", [Problem(source, line, _dotted(location), problem)])
         seen[rule.id] = index
     return spec
 

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
+from support import collect, until
 
 from engine import (
     Emitter,
@@ -78,21 +79,6 @@ def make_engine(*tools: Any, **kwargs: Any) -> Engine:
 async def run(engine: Engine, name: str, arguments: Any = None, **kwargs: Any) -> ToolResult:
     args = {} if arguments is None else arguments
     return await engine.call(ToolCall(name=name, arguments=args, **kwargs))
-
-
-async def until(predicate: Any, limit: float = 5.0) -> None:
-    """Wait (polling) until ``predicate()`` is true; fail the test after ``limit`` seconds."""
-    async with asyncio.timeout(limit):
-        while not predicate():  # noqa: ASYNC110 - the conditions polled have no event to wait on
-            await asyncio.sleep(0.002)
-
-
-async def collect(engine: Engine, call: ToolCall) -> list[ToolChunk]:
-    chunks: list[ToolChunk] = []
-    async with contextlib.aclosing(engine.stream(call)) as stream:
-        async for chunk in stream:
-            chunks.append(chunk)
-    return chunks
 
 
 def texts(chunks: list[ToolChunk]) -> list[str]:

@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from support import collect, until
 
-from engine import Engine, ToolBase, ToolCall, ToolChunk, ToolContext, Toolkit, ToolResult, tool
+from engine import Engine, ToolBase, ToolCall, ToolContext, Toolkit, ToolResult, tool
 from policies import Decision, Effect, Policy, Request
 
 # Seconds a tracked tool stays busy by default: long enough for concurrent calls to overlap.
@@ -294,21 +295,6 @@ def start(
 ) -> asyncio.Task[ToolResult]:
     """A call running in the background."""
     return asyncio.ensure_future(run(engine, name, subject=subject, **arguments))
-
-
-async def until(predicate: Any, limit: float = 5.0) -> None:
-    """Wait (polling) until ``predicate()`` is true; fail the test after ``limit`` seconds."""
-    async with asyncio.timeout(limit):
-        while not predicate():  # noqa: ASYNC110 - the conditions polled have no event to wait on
-            await asyncio.sleep(0.002)
-
-
-async def collect(engine: Engine, call: ToolCall) -> list[ToolChunk]:
-    chunks: list[ToolChunk] = []
-    async with contextlib.aclosing(engine.stream(call)) as stream:
-        async for chunk in stream:
-            chunks.append(chunk)
-    return chunks
 
 
 def statuses(results: list[ToolResult]) -> list[str]:
