@@ -19,7 +19,15 @@ import logging
 import math
 import os
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from time import perf_counter
 from typing import Any, cast
 
@@ -332,7 +340,10 @@ class Engine:
         request = self._classify(tool, call, kwargs)
         decision = self._decide(tool, request, kwargs, ctx)
         admitted = Admitted(call, tool, kwargs, ctx, decision, request, metadata)
-        if decision.effect is Effect.ASK:
+        effect = decision.effect
+        if effect is Effect.ALLOW:
+            return admitted
+        if effect is Effect.ASK:
             return self._ask(admitted, started)
         return self._verdict(admitted, started)
 
@@ -540,10 +551,14 @@ class Engine:
     # -- steps 5-7: schedule, run, result ----------------------------------------------------
 
     async def _execute(self, call: ToolCall, admitted: Admitted, started: float) -> ToolResult:
-        if admitted.tool.mode is Mode.EXTERNAL:
+        tool = admitted.tool
+        if tool.mode is Mode.EXTERNAL:
             return self._pending(admitted, started)
-        timeout = self._limit(admitted.tool)
-        exclusive, gates = self._slot(admitted.tool, call.subject)
+        timeout = tool.spec.timeout or self.default_timeout
+        if self._has_limits:
+            exclusive, gates = self._slot(tool, call.subject)
+        else:
+            exclusive, gates = not tool.spec.shares, _NO_GATES
         if (gates or not self._scheduler.try_acquire(exclusive)) and not await self._acquire(
             exclusive, gates, timeout
         ):
@@ -564,7 +579,7 @@ class Engine:
             return True
         return self._has_limits and self.policy.limits_for(tool.name, subject).exclusive
 
-    def _slot(self, tool: RegisteredTool, subject: str) -> tuple[bool, list[asyncio.Semaphore]]:
+    def _slot(self, tool: RegisteredTool, subject: str) -> tuple[bool, Sequence[asyncio.Semaphore]]:
         """Step 5: whether the call must run alone, and which caps it must hold."""
         if not self._has_limits:
             return not tool.spec.shares, []
@@ -593,7 +608,7 @@ class Engine:
         return "the policy's limits were reached: " + ", ".join(caps)
 
     async def _acquire(
-        self, exclusive: bool, gates: list[asyncio.Semaphore], limit_s: float
+        self, exclusive: bool, gates: Sequence[asyncio.Semaphore], limit_s: float
     ) -> bool:
         """Step 5 (slow path): wait for the caps and a slot, at most ``limit_s`` seconds in
         all. False when the time ran out (nothing is held then)."""
@@ -613,7 +628,7 @@ class Engine:
         deadline.stop()
         return True
 
-    def _release(self, exclusive: bool, gates: list[asyncio.Semaphore]) -> None:
+    def _release(self, exclusive: bool, gates: Sequence[asyncio.Semaphore]) -> None:
         self._scheduler.release(exclusive)
         for gate in reversed(gates):
             gate.release()
@@ -775,6 +790,9 @@ class Engine:
             return outcomes.run_failure(admitted, started, RunFailed(error, 1, "error"))
         value, attempts = producer.result()
         return outcomes.success(admitted, started, value, attempts, self.max_result_chars)
+
+
+_NO_GATES: tuple[asyncio.Semaphore, ...] = ()  # what a call holds when the policy sets no caps
 
 
 async def _drain_async(agen: AsyncIterator[Any]) -> list[Block]:
