@@ -1,0 +1,308 @@
+"""Files on the host, beneath a mount's root, through descriptors only.
+
+Writes never modify a file in place: they go to a temporary file in the same folder, are
+flushed to disk, and renamed over the target in one step. A reader sees the old content or the
+new, never half; a crash leaves at most a temporary file; and a name hard-linked to a file
+outside the mount is replaced, not written through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from sandbox.errors import (
+    ExistsError,
+    IsADirectoryError_,
+    NotADirectoryError_,
+    NotFoundError,
+    PathEscapeError,
+    QuotaError,
+    SandboxError,
+)
+from sandbox.hostroot import HostRoot
+from sandbox.mounts import FileInfo, Kind
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+class HostBackend:
+    """One host mount."""
+
+    def __init__(self, prefix: str, root: str | Path, *, durable: bool) -> None:
+        self.prefix = prefix
+        self.root = HostRoot(root, logical=prefix)
+        self.durable = durable
+
+    def close(self) -> None:
+        """Release the mount's descriptor."""
+        self.root.close()
+
+    def name(self, parts: list[str]) -> str:
+        """The logical path of ``parts``."""
+        return "/".join([self.prefix.rstrip("/"), *parts]) if parts else self.prefix
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read_bytes(self, parts: list[str], limit: int) -> bytes:
+        """The content of a file; QuotaError past ``limit`` bytes."""
+        fd = self._open_file(parts)
+        try:
+            size = os.fstat(fd).st_size
+            if size > limit:
+                raise QuotaError(
+                    f"{self.name(parts)} is {size} bytes, over the {limit}-byte limit for one "
+                    "file; read part of it",
+                    self.name(parts),
+                )
+            chunks = []
+            remaining = limit + 1
+            while remaining > 0:
+                chunk = os.read(fd, min(remaining, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                remaining -= len(chunk)
+            data = b"".join(chunks)
+            if len(data) > limit:
+                raise QuotaError(
+                    f"{self.name(parts)} grew past the {limit}-byte limit", self.name(parts)
+                )
+            return data
+        finally:
+            os.close(fd)
+
+    def _open_file(self, parts: list[str]) -> int:
+        if not parts:
+            raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
+        dir_fd, name, _ = self.root.parent(parts)
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            raise self._error(exc, parts) from None
+        finally:
+            os.close(dir_fd)
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            return fd
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError_(
+                f"{self.name(parts)} is a folder, not a file", self.name(parts)
+            )
+        raise SandboxError(
+            f"{self.name(parts)} is not a regular file (a device, socket or pipe)", self.name(parts)
+        )
+
+    def list_dir(self, parts: list[str]) -> list[str]:
+        """Names in a folder, sorted."""
+        fd = self._open_dir(parts)
+        try:
+            return sorted(os.listdir(fd))
+        finally:
+            os.close(fd)
+
+    def _open_dir(self, parts: list[str]) -> int:
+        if not parts:
+            return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.root.fd)
+        dir_fd, name, _ = self.root.parent(parts)
+        try:
+            return os.open(
+                name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
+            )
+        except OSError as exc:
+            raise self._error(exc, parts, want_dir=True) from None
+        finally:
+            os.close(dir_fd)
+
+    def stat(self, parts: list[str]) -> FileInfo:
+        """Kind, size, time and mode (symlinks inside the mount followed)."""
+        if not parts:
+            info = os.stat(self.root.fd)
+        else:
+            dir_fd, name, _ = self.root.parent(parts)
+            try:
+                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError as exc:
+                raise self._error(exc, parts) from None
+            finally:
+                os.close(dir_fd)
+        kind: Kind = (
+            "dir"
+            if stat.S_ISDIR(info.st_mode)
+            else "file"
+            if stat.S_ISREG(info.st_mode)
+            else "other"
+        )
+        return FileInfo(
+            self.name(parts), kind, info.st_size, info.st_mtime, stat.S_IMODE(info.st_mode)
+        )
+
+    def resolve(self, parts: list[str]) -> list[str]:
+        """The parts with symlinks resolved (PathEscapeError if one leads out)."""
+        return self.root.resolve_parts(parts)
+
+    def host_path(self, parts: list[str]) -> Path:
+        """Where the resolved path is on the host."""
+        return self.root.path.joinpath(*self.resolve(parts))
+
+    # -- changing ----------------------------------------------------------------------------
+
+    def write_bytes(self, parts: list[str], data: bytes) -> None:
+        """Replace (or create) a file atomically, creating missing folders on the way."""
+        if not parts:
+            raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
+        self.mkdir(parts[:-1])
+        dir_fd, name, _ = self.root.parent(parts)
+        try:
+            mode = 0o644
+            try:
+                current = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            else:
+                if stat.S_ISDIR(current.st_mode):
+                    raise IsADirectoryError_(
+                        f"{self.name(parts)} is a folder; cannot write a file over it",
+                        self.name(parts),
+                    )
+                mode = stat.S_IMODE(current.st_mode)
+            self._replace(dir_fd, name, data, mode, parts)
+        finally:
+            os.close(dir_fd)
+
+    def _replace(self, dir_fd: int, name: str, data: bytes, mode: int, parts: list[str]) -> None:
+        temp = f".{name[:200]}.{os.urandom(6).hex()}.stockade-tmp"
+        try:
+            fd = os.open(
+                temp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                mode,
+                dir_fd=dir_fd,
+            )
+        except OSError as exc:
+            raise self._error(exc, parts) from None
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if self.durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
+            if isinstance(exc, OSError):
+                raise self._error(exc, parts) from None
+            raise
+        if self.durable:  # the rename itself must survive a crash too
+            folder = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+
+    def mkdir(self, parts: list[str]) -> None:
+        """Create a folder and any missing folders above it (existing ones are fine)."""
+        for depth in range(1, len(parts) + 1):
+            dir_fd, name, _ = self.root.parent(parts[:depth])
+            try:
+                os.mkdir(name, 0o755, dir_fd=dir_fd)
+            except FileExistsError:
+                info = os.stat(name, dir_fd=dir_fd)  # a link inside is fine: parent() follows it
+                if not stat.S_ISDIR(info.st_mode):
+                    raise NotADirectoryError_(
+                        f"{self.name(parts[:depth])} is a file, not a folder", self.name(parts)
+                    ) from None
+            except OSError as exc:
+                raise self._error(exc, parts[:depth]) from None
+            finally:
+                os.close(dir_fd)
+
+    def delete(self, parts: list[str], *, recursive: bool) -> None:
+        """Delete a file, a symlink (never its target), or a folder (empty, or ``recursive``)."""
+        if not parts:
+            raise SandboxError(
+                f"{self.prefix} is the mount itself and cannot be deleted", self.prefix
+            )
+        dir_fd, name, _ = self.root.parent(parts, follow_last=False)
+        try:
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode):
+                if recursive:
+                    shutil.rmtree(name, dir_fd=dir_fd)  # descriptor-based: never follows links
+                else:
+                    os.rmdir(name, dir_fd=dir_fd)
+            else:
+                os.unlink(name, dir_fd=dir_fd)
+        except OSError as exc:
+            raise self._error(exc, parts) from None
+        finally:
+            os.close(dir_fd)
+
+    def rename(self, source: list[str], target: list[str], *, overwrite: bool) -> None:
+        """Move within the mount (a symlink moves as itself)."""
+        if not source or not target:
+            raise SandboxError("the mount itself cannot be moved", self.prefix)
+        self.mkdir(target[:-1])
+        src_fd, src_name, _ = self.root.parent(source, follow_last=False)
+        try:
+            dst_fd, dst_name, _ = self.root.parent(target, follow_last=False)
+            try:
+                os.stat(src_name, dir_fd=src_fd, follow_symlinks=False)
+                if not overwrite and _exists(dst_fd, dst_name):
+                    raise ExistsError(
+                        f"{self.name(target)} already exists; pass overwrite to replace it",
+                        self.name(target),
+                    )
+                os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+            except OSError as exc:
+                if isinstance(exc, SandboxError):
+                    raise
+                raise self._error(exc, source) from None
+            finally:
+                os.close(dst_fd)
+        finally:
+            os.close(src_fd)
+
+    def _error(self, exc: OSError, parts: list[str], *, want_dir: bool = False) -> SandboxError:
+        name = self.name(parts)
+        code = exc.errno
+        if code == errno.ENOENT:
+            return NotFoundError(f"{name} does not exist", name)
+        if code == errno.ELOOP:
+            return PathEscapeError(
+                f"{name} is a symbolic link that changed while it was being opened, or leads in "
+                "a loop; the operation was stopped",
+                name,
+            )
+        if code == errno.ENOTDIR:
+            return NotADirectoryError_(
+                f"{name} is a file, not a folder" if want_dir else f"{name} is not a folder", name
+            )
+        if code == errno.EISDIR:
+            return IsADirectoryError_(f"{name} is a folder, not a file", name)
+        if code == errno.ENOTEMPTY:
+            return SandboxError(f"folder {name} is not empty; delete what is in it first", name)
+        if code == errno.EEXIST:
+            return ExistsError(f"{name} already exists", name)
+        if code in (errno.ENOSPC, errno.EDQUOT):
+            return QuotaError(f"no space left to write {name}", name)
+        if code == errno.ENAMETOOLONG:
+            return PathEscapeError(f"{name} is too long for the file system", name)
+        return SandboxError(f"{name}: {exc.strerror}", name)
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True

@@ -1,0 +1,176 @@
+"""Files that exist only in memory: a pyfakefs tree per mount, nothing reaches the host.
+
+pyfakefs is used as a library here, never to patch ``os`` or ``open``: each memory mount owns a
+`FakeFilesystem` and reaches it only through its own fake ``os`` module and ``open``. The tree
+starts empty and holds no symlinks (nothing in the sandbox's interface creates one), so paths
+resolve lexically; a lock makes each operation atomic with respect to the others.
+"""
+
+from __future__ import annotations
+
+import errno
+import stat
+import threading
+from pathlib import Path
+
+from pyfakefs.fake_filesystem import FakeFilesystem
+from pyfakefs.fake_open import FakeFileOpen
+from pyfakefs.fake_os import FakeOsModule
+from pyfakefs.helpers import FakeStatResult
+
+from sandbox.errors import (
+    ExistsError,
+    IsADirectoryError_,
+    NotADirectoryError_,
+    NotFoundError,
+    QuotaError,
+    SandboxError,
+)
+from sandbox.mounts import FileInfo, Kind
+
+
+class MemoryBackend:
+    """One in-memory mount."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._fs = FakeFilesystem(path_separator="/")
+        self._os = FakeOsModule(self._fs)
+        self._open = FakeFileOpen(self._fs)
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def name(self, parts: list[str]) -> str:
+        """The logical path of ``parts``."""
+        return "/".join([self.prefix.rstrip("/"), *parts]) if parts else self.prefix
+
+    @staticmethod
+    def _fake(parts: list[str]) -> str:
+        return "/" + "/".join(parts)
+
+    def read_bytes(self, parts: list[str], limit: int) -> bytes:
+        """The content of a file; QuotaError past ``limit`` bytes."""
+        with self._lock:
+            info = self._stat(parts)
+            if stat.S_ISDIR(info.st_mode):
+                raise IsADirectoryError_(
+                    f"{self.name(parts)} is a folder, not a file", self.name(parts)
+                )
+            if info.st_size > limit:
+                raise QuotaError(
+                    f"{self.name(parts)} is {info.st_size} bytes, over the {limit}-byte limit",
+                    self.name(parts),
+                )
+            with self._open(self._fake(parts), "rb") as handle:
+                data: bytes = handle.read()
+                return data
+
+    def _stat(self, parts: list[str]) -> FakeStatResult:
+        try:
+            return self._os.stat(self._fake(parts))
+        except OSError as exc:
+            raise self._error(exc, parts) from None
+
+    def list_dir(self, parts: list[str]) -> list[str]:
+        """Names in a folder, sorted."""
+        with self._lock:
+            try:
+                return sorted(self._os.listdir(self._fake(parts)))
+            except OSError as exc:
+                raise self._error(exc, parts, want_dir=True) from None
+
+    def stat(self, parts: list[str]) -> FileInfo:
+        """Kind, size, time and mode."""
+        with self._lock:
+            info = self._stat(parts)
+            kind: Kind = "dir" if stat.S_ISDIR(info.st_mode) else "file"
+            return FileInfo(
+                self.name(parts), kind, info.st_size, info.st_mtime, stat.S_IMODE(info.st_mode)
+            )
+
+    def resolve(self, parts: list[str]) -> list[str]:
+        """Memory mounts hold no links: the parts as they are."""
+        return list(parts)
+
+    def host_path(self, parts: list[str]) -> Path:
+        """Memory mounts are not on the host."""
+        raise SandboxError(
+            f"{self.name(parts)} is in a memory mount, which has no host path", self.name(parts)
+        )
+
+    def write_bytes(self, parts: list[str], data: bytes) -> None:
+        """Replace (or create) a file, creating missing folders on the way."""
+        if not parts:
+            raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
+        with self._lock:
+            self.mkdir(parts[:-1])
+            path = self._fake(parts)
+            if self._os.path.isdir(path):
+                raise IsADirectoryError_(
+                    f"{self.name(parts)} is a folder; cannot write a file over it", self.name(parts)
+                )
+            with self._open(path, "wb") as handle:
+                handle.write(data)
+
+    def mkdir(self, parts: list[str]) -> None:
+        """Create a folder and any missing folders above it."""
+        with self._lock:
+            for depth in range(1, len(parts) + 1):
+                path = self._fake(parts[:depth])
+                if self._os.path.isdir(path):
+                    continue
+                if self._os.path.exists(path):
+                    raise NotADirectoryError_(
+                        f"{self.name(parts[:depth])} is a file, not a folder", self.name(parts)
+                    )
+                self._os.mkdir(path)
+
+    def delete(self, parts: list[str], *, recursive: bool) -> None:
+        """Delete a file or a folder (empty, or ``recursive``)."""
+        if not parts:
+            raise SandboxError(
+                f"{self.prefix} is the mount itself and cannot be deleted", self.prefix
+            )
+        with self._lock:
+            path = self._fake(parts)
+            try:
+                if self._os.path.isdir(path):
+                    if recursive:
+                        self._fs.remove_object(path)
+                    else:
+                        self._os.rmdir(path)
+                else:
+                    self._os.remove(path)
+            except OSError as exc:
+                raise self._error(exc, parts) from None
+
+    def rename(self, source: list[str], target: list[str], *, overwrite: bool) -> None:
+        """Move within the mount."""
+        if not source or not target:
+            raise SandboxError("the mount itself cannot be moved", self.prefix)
+        with self._lock:
+            self._stat(source)
+            if not overwrite and self._os.path.exists(self._fake(target)):
+                raise ExistsError(
+                    f"{self.name(target)} already exists; pass overwrite to replace it",
+                    self.name(target),
+                )
+            self.mkdir(target[:-1])
+            try:
+                self._os.replace(self._fake(source), self._fake(target))
+            except OSError as exc:
+                raise self._error(exc, source) from None
+
+    def _error(self, exc: OSError, parts: list[str], *, want_dir: bool = False) -> SandboxError:
+        name = self.name(parts)
+        if exc.errno == errno.ENOENT:
+            return NotFoundError(f"{name} does not exist", name)
+        if exc.errno == errno.ENOTDIR:
+            return NotADirectoryError_(f"{name} is not a folder", name)
+        if exc.errno == errno.EISDIR:
+            return IsADirectoryError_(f"{name} is a folder, not a file", name)
+        if exc.errno == errno.ENOTEMPTY:
+            return SandboxError(f"folder {name} is not empty; delete what is in it first", name)
+        return SandboxError(f"{name}: {exc.strerror}", name)

@@ -1,0 +1,360 @@
+"""An overlay: the host folder as it is, plus changes held in memory until committed.
+
+Reads see the staged version when there is one, the host otherwise. Writes, deletes and new
+folders are only recorded. `changes` lists them (with unified diffs for text); `commit` applies
+them to the host all at once — new content is written to temporary files and the old moved
+aside first, so a failure part-way puts everything back; `discard` forgets them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import threading
+import time
+from pathlib import Path
+
+from sandbox.errors import (
+    ExistsError,
+    IsADirectoryError_,
+    NotADirectoryError_,
+    NotFoundError,
+    QuotaError,
+    SandboxError,
+)
+from sandbox.host import HostBackend
+from sandbox.mounts import Change, ChangeKind, FileInfo
+
+Key = tuple[str, ...]
+
+
+class OverlayBackend:
+    """One overlay mount over a host folder."""
+
+    def __init__(self, prefix: str, root: str | Path, *, durable: bool) -> None:
+        self.prefix = prefix
+        self.host = HostBackend(prefix, root, durable=durable)
+        self._files: dict[Key, bytes] = {}
+        self._deleted: set[Key] = set()
+        self._dirs: set[Key] = set()
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        """Release the host mount (staged changes are dropped)."""
+        self.host.close()
+
+    def name(self, parts: list[str] | Key) -> str:
+        """The logical path of ``parts``."""
+        return self.host.name(list(parts))
+
+    # -- the merged view ---------------------------------------------------------------------
+
+    def _key(self, parts: list[str]) -> Key:
+        """Where ``parts`` lead: staged paths as written, host paths with links resolved."""
+        key = tuple(parts)
+        if key in self._files or key in self._dirs or self._gone(key):
+            return key
+        try:
+            return tuple(self.host.resolve(parts))
+        except NotFoundError:
+            return key
+
+    def _gone(self, key: Key) -> bool:
+        return any(key[:depth] in self._deleted for depth in range(1, len(key) + 1))
+
+    def _kind(self, key: Key) -> str | None:
+        """ "file", "dir" or None (absent) in the merged view."""
+        if key in self._files:
+            return "file"
+        if key in self._dirs or not key:
+            return "dir"
+        if self._gone(key):
+            return None
+        if any(k[: len(key)] == key and len(k) > len(key) for k in (*self._files, *self._dirs)):
+            return "dir"
+        try:
+            return self.host.stat(list(key)).kind
+        except NotFoundError:
+            return None
+
+    def read_bytes(self, parts: list[str], limit: int) -> bytes:
+        """The staged content, or the host's."""
+        with self._lock:
+            key = self._key(parts)
+            if key in self._files:
+                data = self._files[key]
+                if len(data) > limit:
+                    raise QuotaError(
+                        f"{self.name(key)} is over the {limit}-byte limit", self.name(key)
+                    )
+                return data
+            if self._gone(key):
+                raise NotFoundError(
+                    f"{self.name(parts)} does not exist (deleted in the overlay)", self.name(parts)
+                )
+            return self.host.read_bytes(list(key), limit)
+
+    def list_dir(self, parts: list[str]) -> list[str]:
+        """Host names minus deletions plus staged names."""
+        with self._lock:
+            key = self._key(parts)
+            kind = self._kind(key)
+            if kind is None:
+                raise NotFoundError(f"{self.name(parts)} does not exist", self.name(parts))
+            if kind != "dir":
+                raise NotADirectoryError_(
+                    f"{self.name(parts)} is a file, not a folder", self.name(parts)
+                )
+            names: set[str] = set()
+            if not self._gone(key) and key not in self._dirs:
+                with contextlib.suppress(NotFoundError, NotADirectoryError_):
+                    names.update(self.host.list_dir(list(key)))
+            names = {n for n in names if (*key, n) not in self._deleted}
+            for staged in (*self._files, *self._dirs):
+                if len(staged) > len(key) and staged[: len(key)] == key:
+                    names.add(staged[len(key)])
+            return sorted(names)
+
+    def stat(self, parts: list[str]) -> FileInfo:
+        """The merged view's kind and size."""
+        with self._lock:
+            key = self._key(parts)
+            if key in self._files:
+                return FileInfo(self.name(key), "file", len(self._files[key]), time.time(), 0o644)
+            kind = self._kind(key)
+            if kind is None:
+                raise NotFoundError(f"{self.name(parts)} does not exist", self.name(parts))
+            if key in self._dirs or (kind == "dir" and not self._host_has(key)):
+                return FileInfo(self.name(key), "dir", 0, time.time(), 0o755)
+            return self.host.stat(list(key))
+
+    def _host_has(self, key: Key) -> bool:
+        try:
+            self.host.stat(list(key))
+        except NotFoundError:
+            return False
+        return True
+
+    def resolve(self, parts: list[str]) -> list[str]:
+        """The canonical parts in the merged view."""
+        with self._lock:
+            return list(self._key(parts))
+
+    def host_path(self, parts: list[str]) -> Path:
+        """Where the path is on the host (staged changes are not there yet)."""
+        return self.host.host_path(parts)
+
+    # -- staging -----------------------------------------------------------------------------
+
+    def write_bytes(self, parts: list[str], data: bytes) -> None:
+        """Stage new content."""
+        if not parts:
+            raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
+        with self._lock:
+            self.mkdir(parts[:-1])
+            key = self._key(parts)
+            if self._kind(key) == "dir":
+                raise IsADirectoryError_(
+                    f"{self.name(key)} is a folder; cannot write a file over it", self.name(key)
+                )
+            self._files[key] = bytes(data)
+            self._deleted.discard(key)
+
+    def mkdir(self, parts: list[str]) -> None:
+        """Stage missing folders."""
+        with self._lock:
+            for depth in range(1, len(parts) + 1):
+                key = self._key(parts[:depth])
+                kind = self._kind(key)
+                if kind == "dir":
+                    continue
+                if kind == "file":
+                    raise NotADirectoryError_(
+                        f"{self.name(key)} is a file, not a folder", self.name(parts)
+                    )
+                self._dirs.add(key)
+                self._deleted.discard(key)
+
+    def delete(self, parts: list[str], *, recursive: bool) -> None:
+        """Stage a deletion."""
+        if not parts:
+            raise SandboxError(
+                f"{self.prefix} is the mount itself and cannot be deleted", self.prefix
+            )
+        with self._lock:
+            key = tuple(parts)  # a link is deleted as itself, like on the host
+            kind = self._kind(key)
+            if kind is None:
+                raise NotFoundError(f"{self.name(parts)} does not exist", self.name(parts))
+            if kind == "dir" and not recursive and self.list_dir(list(key)):
+                raise SandboxError(
+                    f"folder {self.name(key)} is not empty; delete what is in it first",
+                    self.name(key),
+                )
+            for staged in [k for k in (*self._files, *self._dirs) if k[: len(key)] == key]:
+                self._files.pop(staged, None)
+                self._dirs.discard(staged)
+            if self._host_has(key):
+                self._deleted.add(key)
+
+    def rename(self, source: list[str], target: list[str], *, overwrite: bool) -> None:
+        """Stage a move of a file (folders: move their files one by one)."""
+        with self._lock:
+            src = self._key(source)
+            kind = self._kind(src)
+            if kind is None:
+                raise NotFoundError(f"{self.name(source)} does not exist", self.name(source))
+            if kind == "dir":
+                raise SandboxError(
+                    f"{self.name(source)} is a folder; an overlay moves files only, one by one",
+                    self.name(source),
+                )
+            if not overwrite and self._kind(self._key(target)) is not None:
+                raise ExistsError(
+                    f"{self.name(target)} already exists; pass overwrite to replace it",
+                    self.name(target),
+                )
+            data = self.read_bytes(list(src), 1 << 62)
+            self.write_bytes(target, data)
+            self.delete(list(src), recursive=False)
+
+    # -- review and apply --------------------------------------------------------------------
+
+    def changes(self) -> list[Change]:
+        """Every staged change, in path order, with a unified diff for text."""
+        with self._lock:
+            found: list[Change] = []
+            for key in sorted(self._deleted):
+                found.append(
+                    Change(self.name(key), "deleted", _diff(self.name(key), self._old(key), None))
+                )
+            for key in sorted(self._dirs):
+                if not any(f[: len(key)] == key for f in self._files):
+                    found.append(Change(self.name(key), "created_dir", ""))
+            for key in sorted(self._files):
+                old = self._old(key)
+                new = self._files[key]
+                if old == new:
+                    continue
+                kind: ChangeKind = "added" if old is None else "modified"
+                found.append(Change(self.name(key), kind, _diff(self.name(key), old, new)))
+            return sorted(found, key=lambda c: c.path)
+
+    def _old(self, key: Key) -> bytes | None:
+        try:
+            return self.host.read_bytes(list(key), 1 << 62)
+        except (NotFoundError, IsADirectoryError_, NotADirectoryError_):
+            return None
+
+    def discard(self) -> None:
+        """Forget every staged change."""
+        with self._lock:
+            self._files.clear()
+            self._deleted.clear()
+            self._dirs.clear()
+
+    def commit(self) -> None:
+        """Apply every staged change to the host, all or nothing."""
+        with self._lock:
+            _Commit(self.host, self._files, self._deleted, self._dirs).run()
+            self.discard()
+
+
+class _Commit:
+    """Applying staged changes with a way back. Stage 1 prepares (folders, temporary files,
+    old files moved aside) and can be undone completely; stage 2 only removes what was moved
+    aside."""
+
+    def __init__(
+        self, host: HostBackend, files: dict[Key, bytes], deleted: set[Key], dirs: set[Key]
+    ) -> None:
+        self.host = host
+        self.files = files
+        self.deleted = deleted
+        self.dirs = dirs
+        self.made_dirs: list[Key] = []
+        self.temps: list[tuple[Key, str]] = []
+        self.aside: list[tuple[Key, str]] = []
+        self.placed: list[Key] = []
+
+    def run(self) -> None:
+        try:
+            self._prepare()
+            self._swap()
+        except BaseException:
+            self._undo()
+            raise
+        for key, backup in self.aside:
+            self._remove(key[:-1], backup)
+
+    def _prepare(self) -> None:
+        for key in sorted({*self.dirs, *(k[:-1] for k in self.files)}, key=len):
+            for depth in range(1, len(key) + 1):
+                if not self._exists(key[:depth]):
+                    self.host.mkdir(list(key[:depth]))
+                    self.made_dirs.append(key[:depth])
+        for key, data in self.files.items():
+            temp = self._temp_name(key)
+            self.host.write_bytes([*key[:-1], temp], data)
+            self.temps.append((key, temp))
+
+    def _swap(self) -> None:
+        for key in sorted(self.deleted, key=len, reverse=True):
+            self._move_aside(key)
+        for key, temp in self.temps:
+            if self._exists(key):
+                self._move_aside(key)
+            self.host.rename([*key[:-1], temp], list(key), overwrite=False)
+            self.placed.append(key)
+
+    def _move_aside(self, key: Key) -> None:
+        backup = self._temp_name(key, "old")
+        self.host.rename(list(key), [*key[:-1], backup], overwrite=False)
+        self.aside.append((key, backup))
+
+    def _undo(self) -> None:
+        for key in reversed(self.placed):
+            with contextlib.suppress(SandboxError):
+                self.host.delete(list(key), recursive=False)
+        for key, backup in reversed(self.aside):
+            with contextlib.suppress(SandboxError):
+                self.host.rename([*key[:-1], backup], list(key), overwrite=True)
+        for key, temp in self.temps:
+            if key not in self.placed:
+                self._remove(key[:-1], temp)
+        for key in reversed(self.made_dirs):
+            with contextlib.suppress(SandboxError):
+                self.host.delete(list(key), recursive=False)
+
+    def _remove(self, folder: Key, name: str) -> None:
+        with contextlib.suppress(SandboxError):
+            self.host.delete([*folder, name], recursive=True)
+
+    def _exists(self, key: Key) -> bool:
+        try:
+            self.host.stat(list(key))
+        except NotFoundError:
+            return False
+        return True
+
+    @staticmethod
+    def _temp_name(key: Key, kind: str = "new") -> str:
+        return f".{key[-1][:180]}.{os.urandom(6).hex()}.stockade-{kind}"
+
+
+def _diff(path: str, old: bytes | None, new: bytes | None) -> str:
+    try:
+        before = [] if old is None else old.decode("utf-8").splitlines(keepends=True)
+        after = [] if new is None else new.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        size_old = "absent" if old is None else f"{len(old)} bytes"
+        size_new = "absent" if new is None else f"{len(new)} bytes"
+        return f"binary file {path}: {size_old} -> {size_new}\n"
+    lines = difflib.unified_diff(
+        before,
+        after,
+        fromfile="/dev/null" if old is None else f"a{path}",
+        tofile="/dev/null" if new is None else f"b{path}",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

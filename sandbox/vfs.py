@@ -1,0 +1,314 @@
+"""The namespaced virtual filesystem: the only way Stockade's file tools reach files.
+
+    fs = VirtualFS([Mount("/workspace", "/home/me/project"),
+                    Mount("/userinput", "/home/me/inbox", read_only=True)])
+    fs.write_text("notes/todo.md", "ship it")         # /workspace/notes/todo.md
+    fs.read_text("/userinput/brief.txt")
+    fs.canonical("src/../.env")                         # "/workspace/.env", links resolved
+
+Every path is logical: relative paths are taken from ``/workspace``; a path is matched to the
+mount with the longest prefix on segment boundaries (``/workspace-evil`` is not ``/workspace``);
+anything outside every mount, above ``/``, or leading out through a symlink is refused with a
+`PathEscapeError` naming the path and why. Writes are atomic, serialised per path, and counted
+against the quotas.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol
+
+from sandbox.errors import (
+    ExistsError,
+    NotFoundError,
+    NotTextError,
+    PathEscapeError,
+    QuotaError,
+    ReadOnlyError,
+    SandboxError,
+)
+from sandbox.host import HostBackend
+from sandbox.logical import normalize, split, within
+from sandbox.memory import MemoryBackend
+from sandbox.mounts import Change, FileInfo, Mount
+from sandbox.overlay import OverlayBackend
+
+MiB = 1 << 20
+
+
+class _Backend(Protocol):
+    prefix: str
+
+    def close(self) -> None: ...
+    def read_bytes(self, parts: list[str], limit: int) -> bytes: ...
+    def write_bytes(self, parts: list[str], data: bytes) -> None: ...
+    def list_dir(self, parts: list[str]) -> list[str]: ...
+    def stat(self, parts: list[str]) -> FileInfo: ...
+    def mkdir(self, parts: list[str]) -> None: ...
+    def delete(self, parts: list[str], *, recursive: bool) -> None: ...
+    def rename(self, source: list[str], target: list[str], *, overwrite: bool) -> None: ...
+    def resolve(self, parts: list[str]) -> list[str]: ...
+    def host_path(self, parts: list[str]) -> Path: ...
+
+
+class VirtualFS:
+    """Mounts under one namespace, with quotas.
+
+    ``max_file_bytes`` bounds any one file read or written; ``max_write_bytes`` bounds all
+    bytes written through this object (a runaway agent cannot fill the disk). ``durable``
+    flushes every write to disk before it counts as done (off: faster, still atomic).
+    """
+
+    def __init__(
+        self,
+        mounts: Iterable[Mount],
+        *,
+        max_file_bytes: int = 10 * MiB,
+        max_write_bytes: int = 1024 * MiB,
+        durable: bool = True,
+    ) -> None:
+        self.mounts = tuple(mounts)
+        if not self.mounts:
+            raise ValueError("a VirtualFS needs at least one mount, e.g. Mount('/workspace', dir)")
+        prefixes = [m.prefix for m in self.mounts]
+        duplicates = {p for p in prefixes if prefixes.count(p) > 1}
+        if duplicates:
+            raise ValueError(f"mount prefix(es) {sorted(duplicates)} given more than once")
+        self.max_file_bytes = max_file_bytes
+        self.max_write_bytes = max_write_bytes
+        self._written = 0
+        self._count_lock = threading.Lock()
+        self._path_locks: dict[str, threading.Lock] = {}
+        self._path_locks_guard = threading.Lock()
+        self._backends: dict[str, _Backend] = {}
+        try:
+            for mount in self.mounts:
+                self._backends[mount.prefix] = self._backend(mount, durable)
+        except BaseException:
+            self.close()
+            raise
+        # longest prefix first, so nested mounts win over the ones they sit in
+        self._order = sorted(self.mounts, key=lambda m: len(m.prefix), reverse=True)
+
+    @staticmethod
+    def _backend(mount: Mount, durable: bool) -> _Backend:
+        if mount.memory:
+            return MemoryBackend(mount.prefix)
+        assert mount.root is not None
+        if mount.overlay:
+            return OverlayBackend(mount.prefix, mount.root, durable=durable)
+        return HostBackend(mount.prefix, mount.root, durable=durable)
+
+    def close(self) -> None:
+        """Release every mount (overlay changes not committed are dropped)."""
+        for backend in self._backends.values():
+            backend.close()
+        self._backends.clear()
+
+    def __enter__(self) -> VirtualFS:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- where a path goes -------------------------------------------------------------------
+
+    def _locate(self, path: str) -> tuple[Mount, _Backend, list[str], str]:
+        logical = normalize(path)
+        for mount in self._order:
+            if within(logical, mount.prefix):
+                rest = logical[len(mount.prefix) :] if mount.prefix != "/" else logical
+                return mount, self._backends[mount.prefix], split(rest), logical
+        mounts = ", ".join(m.prefix for m in self.mounts)
+        spelled = logical if path == logical else f"{path!r} (that is {logical})"
+        raise PathEscapeError(
+            f"{spelled} is outside every mount ({mounts}); use a path inside one of them", logical
+        )
+
+    def _writable(self, path: str) -> tuple[Mount, _Backend, list[str], str]:
+        mount, backend, parts, logical = self._locate(path)
+        if mount.read_only:
+            raise ReadOnlyError(f"{logical} is in {mount.prefix}, which is read-only", logical)
+        return mount, backend, parts, logical
+
+    def canonical(self, path: str) -> str:
+        """The logical path with ``..`` and symlinks resolved: what a policy should judge.
+        Raises PathEscapeError when it leads outside."""
+        mount, backend, parts, _ = self._locate(path)
+        resolved = backend.resolve(parts)
+        return "/".join([mount.prefix.rstrip("/"), *resolved]) if resolved else mount.prefix
+
+    def host_path(self, path: str) -> Path:
+        """Where a path of a host or overlay mount is on the host (for binding it into a
+        process sandbox; file tools never use it)."""
+        _, backend, parts, _ = self._locate(path)
+        return backend.host_path(parts)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read_bytes(self, path: str) -> bytes:
+        """A file's content."""
+        _, backend, parts, _ = self._locate(path)
+        return backend.read_bytes(parts, self.max_file_bytes)
+
+    def read_text(self, path: str) -> str:
+        """A UTF-8 text file's content; NotTextError for binary or other encodings."""
+        data = self.read_bytes(path)
+        if b"\x00" in data[:8192]:
+            raise NotTextError(
+                f"{normalize(path)} looks binary (it contains NUL bytes); it is not text",
+                normalize(path),
+            )
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NotTextError(
+                f"{normalize(path)} is not UTF-8 text (byte {exc.start} cannot be decoded)",
+                normalize(path),
+            ) from None
+
+    def list_dir(self, path: str = "/workspace") -> list[str]:
+        """Names in a folder, sorted. ``/`` lists the mounts' top folders."""
+        logical = normalize(path)
+        if logical == "/" and not any(m.prefix == "/" for m in self.mounts):
+            return sorted({split(m.prefix)[0] for m in self.mounts})
+        _, backend, parts, _ = self._locate(logical)
+        names = set(backend.list_dir(parts))
+        for mount in self.mounts:  # mounts nested inside this folder show as folders
+            if mount.prefix != logical and within(mount.prefix, logical):
+                rest = split(mount.prefix[len(logical) :])
+                if rest:
+                    names.add(rest[0])
+        return sorted(names)
+
+    def stat(self, path: str) -> FileInfo:
+        """Kind, size, modification time and permission bits."""
+        _, backend, parts, _ = self._locate(path)
+        return backend.stat(parts)
+
+    def exists(self, path: str) -> bool:
+        """Whether something is at the path. Escapes still raise: an escape is not absence."""
+        try:
+            self.stat(path)
+        except NotFoundError:
+            return False
+        return True
+
+    # -- changing ----------------------------------------------------------------------------
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Replace or create a file atomically (missing folders are created)."""
+        _, backend, parts, logical = self._writable(path)
+        self._charge(len(data), logical)
+        try:
+            with self._locked(logical):
+                backend.write_bytes(parts, bytes(data))
+        except BaseException:
+            self._refund(len(data))  # nothing was written
+            raise
+
+    def write_text(self, path: str, data: str) -> None:
+        """Write text as UTF-8."""
+        self.write_bytes(path, data.encode("utf-8"))
+
+    def mkdir(self, path: str) -> None:
+        """Create a folder and any missing ones above it."""
+        _, backend, parts, logical = self._writable(path)
+        with self._locked(logical):
+            backend.mkdir(parts)
+
+    def delete(self, path: str, *, recursive: bool = False) -> None:
+        """Delete a file, or a folder (empty unless ``recursive``). A symlink is deleted as
+        itself, never its target."""
+        mount, backend, parts, logical = self._writable(path)
+        if not parts:
+            raise SandboxError(f"{logical} is the mount {mount.prefix} itself", logical)
+        with self._locked(logical):
+            backend.delete(parts, recursive=recursive)
+
+    def move(self, source: str, target: str, *, overwrite: bool = False) -> None:
+        """Move or rename a file or folder; across mounts files are copied, then deleted."""
+        _, src_backend, src_parts, src = self._writable(source)
+        _, dst_backend, dst_parts, dst = self._writable(target)
+        first, second = sorted((src, dst))  # always the same order: two moves cannot deadlock
+        with self._locked(first), self._locked(second) if second != first else _nothing():
+            if src_backend is dst_backend:
+                src_backend.rename(src_parts, dst_parts, overwrite=overwrite)
+                return
+            info = src_backend.stat(src_parts)
+            if info.kind != "file":
+                raise SandboxError(
+                    f"{src} is a folder; moving folders between mounts is not supported", src
+                )
+            if not overwrite and self.exists(dst):
+                raise ExistsError(f"{dst} already exists; pass overwrite to replace it", dst)
+            data = src_backend.read_bytes(src_parts, self.max_file_bytes)
+            self._charge(len(data), dst)
+            dst_backend.write_bytes(dst_parts, data)
+            src_backend.delete(src_parts, recursive=False)
+
+    # -- overlays ----------------------------------------------------------------------------
+
+    def _overlays(self) -> list[OverlayBackend]:
+        return [b for b in self._backends.values() if isinstance(b, OverlayBackend)]
+
+    def changes(self) -> list[Change]:
+        """The staged changes of every overlay mount."""
+        return [change for overlay in self._overlays() for change in overlay.changes()]
+
+    def commit(self) -> None:
+        """Apply the staged changes of every overlay mount to the host."""
+        for overlay in self._overlays():
+            overlay.commit()
+
+    def discard(self) -> None:
+        """Drop the staged changes of every overlay mount."""
+        for overlay in self._overlays():
+            overlay.discard()
+
+    # -- guards ------------------------------------------------------------------------------
+
+    def _charge(self, size: int, logical: str) -> None:
+        if size > self.max_file_bytes:
+            raise QuotaError(
+                f"writing {size} bytes to {logical} is over the {self.max_file_bytes}-byte limit "
+                "for one file",
+                logical,
+            )
+        with self._count_lock:
+            if self._written + size > self.max_write_bytes:
+                raise QuotaError(
+                    f"writing {size} bytes to {logical} would pass the {self.max_write_bytes}-byte "
+                    f"limit on all writes ({self._written} written so far)",
+                    logical,
+                )
+            self._written += size
+
+    def _refund(self, size: int) -> None:
+        with self._count_lock:
+            self._written -= size
+
+    @property
+    def written(self) -> int:
+        """Bytes written through this file system so far (counted against the quota)."""
+        return self._written
+
+    @contextmanager
+    def _locked(self, logical: str) -> Iterator[None]:
+        with self._path_locks_guard:
+            lock = self._path_locks.get(logical)
+            if lock is None:
+                if len(self._path_locks) > 10_000:  # forget idle locks, keep memory bounded
+                    for key in [k for k, v in self._path_locks.items() if not v.locked()]:
+                        del self._path_locks[key]
+                lock = self._path_locks[logical] = threading.Lock()
+        with lock:
+            yield
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
