@@ -69,6 +69,7 @@ from policies import (
     canonical,
     strictest,
 )
+from sandbox import SandboxError, VirtualFS
 
 log = logging.getLogger("stockade.engine")
 
@@ -92,6 +93,7 @@ class Engine:
         toolkit: Toolkit,
         *,
         policy: Policy | None = None,
+        fs: VirtualFS | None = None,
         approver: Approver | None = None,
         context: ContextLike = None,
         default_timeout: float = 30.0,
@@ -109,6 +111,10 @@ class Engine:
         self.policy = policy if policy is not None else Policy.preset("default")
         self.approver = approver
         self.context = ContextLevel(context)
+        # the file system is how file tools reach files: injected by type like any context
+        self.fs = fs
+        if fs is not None:
+            self.context.put(fs, VirtualFS)
         self.default_timeout = default_timeout
         self.retry = retry
         self.max_argument_bytes = max_argument_bytes
@@ -337,8 +343,13 @@ class Engine:
             kwargs, ctx, metadata = self._validate(tool, call, context, emitter)
         except CallError as exc:
             return outcomes.failure(call, tool, exc, started)
-        request = self._classify(tool, call, kwargs)
-        decision = self._decide(tool, request, kwargs, ctx)
+        try:
+            request = self._classify(tool, call, kwargs)
+        except SandboxError as exc:  # a path that leads outside: nothing to ask a policy about
+            request = Request(call.subject, tool.name, "call", (), None, tool.spec.read_only)
+            decision = Decision(Effect.DENY, "sandbox", str(exc), "call", exc.path)
+        else:
+            decision = self._decide(tool, request, kwargs, ctx)
         admitted = Admitted(call, tool, kwargs, ctx, decision, request, metadata)
         effect = decision.effect
         if effect is Effect.ALLOW:
@@ -448,7 +459,7 @@ class Engine:
                     continue  # an optional path left out touches nothing
                 # a pydantic Path, or anything else: judge its text, never skip it
                 text = os.fsdecode(item) if isinstance(item, os.PathLike) else str(item)
-                paths.append((_canonical(text), access))
+                paths.append((self._where(text, spec.path_space), access))
         command = None
         if spec.command is not None:
             given = kwargs.get(spec.command)
@@ -462,6 +473,14 @@ class Engine:
             spec.read_only,
             spec.dangerous_paths,
         )
+
+    def _where(self, path: str, space: str) -> str:
+        """The canonical form of a path argument: through the virtual filesystem (symlinks
+        resolved) when there is one and the path is logical; lexically otherwise. A path the
+        file system refuses raises SandboxError, which denies the call."""
+        if self.fs is not None and space == "logical":
+            return self.fs.canonical(path)
+        return _canonical(path)
 
     def _decide(
         self,

@@ -61,7 +61,8 @@ class ToolSpec:
     engine with others. ``paths`` maps parameter names to the access the tool makes to the path
     given in that parameter, so the policy can judge the paths before the tool runs.
     ``command`` names the parameter holding a command line the tool executes: the policy then
-    judges the call as ``execute`` of that command.
+    judges the call as ``execute`` of that command. ``path_space`` says whether the paths are
+    logical (through the virtual filesystem; the default) or host paths (raw tools only).
     """
 
     name: str | None = None
@@ -76,6 +77,7 @@ class ToolSpec:
     paths: Mapping[str, Access] = field(default_factory=lambda: MappingProxyType({}))
     dangerous_paths: tuple[str, ...] = ()
     command: str | None = None
+    path_space: Literal["logical", "host"] = "logical"
 
     def __post_init__(self) -> None:
         if self.timeout is not None and (not math.isfinite(self.timeout) or self.timeout <= 0):
@@ -189,6 +191,7 @@ class ToolBase:
     paths: Mapping[str, Access] = MappingProxyType({})
     dangerous_paths: tuple[str, ...] = ()
     command: str | None = None
+    path_space: Literal["logical", "host"] = "logical"
 
     def check_permissions(self, args: dict[str, Any], ctx: ToolContext) -> Decision | None:
         """Judge this call before it runs. Return None for no opinion, or a Decision; the engine
@@ -214,6 +217,7 @@ class ToolBase:
             paths=self.paths,
             dangerous_paths=tuple(self.dangerous_paths),
             command=self.command,
+            path_space=self.path_space,
         )
 
 
