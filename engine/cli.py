@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -96,10 +97,20 @@ def _summary(report: DemoReport) -> str:
 @app.command()
 def demo(
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            help="Folder to use as /workspace (it is written to); default a fresh temporary one.",
+            file_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a scripted agent session through the engine and show what happened to each call."""
+    if workspace is not None:
+        workspace.mkdir(parents=True, exist_ok=True)
     if as_json:
-        report = asyncio.run(run_demo())
+        report = asyncio.run(run_demo(workspace=workspace))
         payload = {
             "passed": report.passed,
             "seconds": round(report.seconds, 3),
@@ -124,12 +135,13 @@ def demo(
                 steps.append(step)
                 live.update(_table(steps, console.width))
 
-            report = asyncio.run(run_demo(show))
+            report = asyncio.run(run_demo(show, workspace))
         console.print()
         console.print(_summary(report))
         console.print(
-            "[dim]Every call above went through the default policy preset. The sandboxed "
-            "filesystem, process isolation, tracing and the audit log arrive in later releases.[/]"
+            "[dim]Every call went through the default policy preset; file tools worked in "
+            f"{report.workspace} through the virtual filesystem. Process isolation, tracing and "
+            "the audit log arrive in later releases.[/]"
         )
     raise typer.Exit(0 if report.passed else 1)
 

@@ -27,7 +27,7 @@ from sandbox.errors import (
 from sandbox.hostroot import HostRoot
 from sandbox.mounts import FileInfo, Kind
 
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK  # non-blocking: opening a FIFO must not hang
 
 
 class HostBackend:
@@ -50,24 +50,27 @@ class HostBackend:
 
     def read_bytes(self, parts: list[str], limit: int) -> bytes:
         """The content of a file; QuotaError past ``limit`` bytes."""
-        fd = self._open_file(parts)
+        fd, size = self._open_file(parts)
         try:
-            size = os.fstat(fd).st_size
             if size > limit:
                 raise QuotaError(
                     f"{self.name(parts)} is {size} bytes, over the {limit}-byte limit for one "
                     "file; read part of it",
                     self.name(parts),
                 )
-            chunks = []
-            remaining = limit + 1
-            while remaining > 0:
-                chunk = os.read(fd, min(remaining, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                remaining -= len(chunk)
-            data = b"".join(chunks)
+            # one read does for the usual file; asking for a byte more than its size shows
+            # whether it grew meanwhile, and the loop then reads on up to the limit
+            data = os.read(fd, min(size, limit) + 1)
+            if len(data) > size:
+                chunks = [data]
+                remaining = limit + 1 - len(data)
+                while remaining > 0:
+                    chunk = os.read(fd, min(remaining, 1 << 20))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    remaining -= len(chunk)
+                data = b"".join(chunks)
             if len(data) > limit:
                 raise QuotaError(
                     f"{self.name(parts)} grew past the {limit}-byte limit", self.name(parts)
@@ -76,19 +79,19 @@ class HostBackend:
         finally:
             os.close(fd)
 
-    def _open_file(self, parts: list[str]) -> int:
+    def _open_file(self, parts: list[str]) -> tuple[int, int]:
         if not parts:
             raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
-        dir_fd, name, _ = self.root.parent(parts)
         try:
-            fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+            fd = self.root.open(parts, _READ_FLAGS)
         except OSError as exc:
+            if isinstance(exc, SandboxError):
+                raise
             raise self._error(exc, parts) from None
-        finally:
-            os.close(dir_fd)
-        mode = os.fstat(fd).st_mode
+        info = os.fstat(fd)
+        mode = info.st_mode
         if stat.S_ISREG(mode):
-            return fd
+            return fd, info.st_size
         os.close(fd)
         if stat.S_ISDIR(mode):
             raise IsADirectoryError_(

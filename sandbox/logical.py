@@ -16,6 +16,15 @@ MAX_NAME = 255
 
 def normalize(path: str, *, cwd: str = WORKSPACE) -> str:
     """The logical form of ``path``; raises PathEscapeError naming what is wrong with it."""
+    if (
+        path[:1] == "/"
+        and "//" not in path
+        and "/." not in path
+        and "\x00" not in path
+        and path[-1] != "/"
+        and len(path) <= MAX_NAME  # short enough that no segment or the whole can be too long
+    ):
+        return path  # already logical: the common case, decided in a few string scans
     if not isinstance(path, str):
         raise PathEscapeError(f"a path must be text, not {type(path).__name__}")
     if "\x00" in path:

@@ -50,3 +50,22 @@ def test_policy_benchmark_quick_run_reports_every_size_and_the_engine_figure() -
         "growth_le_2x",
         "engine_call_le_10us",
     }
+
+
+def test_vfs_benchmark_quick_run_reports_reads_writes_and_listing() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_vfs.py"), "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {r["measure"]: r for r in json.loads(done.stdout)}
+    for measure in (
+        "read 4 KiB",
+        "write 4 KiB, atomic",
+        "write 4 KiB, atomic + fsync",
+        "list 10,000 entries",
+    ):
+        assert rows[measure]["stockade_us"] > 0
+        assert rows[measure]["baseline_us"] > 0

@@ -56,8 +56,9 @@ def test_demo_json_reports_each_call_with_its_result() -> None:
         for s in report["steps"]
         if s["result"]["status"] == "denied"
     }
-    # the default policy preset refused a protected path and an escape; a tool's own hook refused
-    assert denied == {"dangerous-path", "outside-namespaces", "protected-records"}
+    # the default policy refused protected paths, the sandbox refused escapes (by spelling and
+    # by symlink), and a tool's own hook refused a protected record
+    assert denied == {"dangerous-path", "sandbox", "protected-records"}
 
 
 def test_version_prints_the_package_version() -> None:
@@ -70,3 +71,13 @@ def test_unknown_command_is_a_usage_error() -> None:
     done = _run("frobnicate")
     assert done.returncode == 2
     assert "frobnicate" in done.stderr
+
+
+def test_demo_works_in_a_given_workspace_and_leaves_its_files_there(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    done = _run("demo", "--json", "--workspace", str(workspace))
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "notes" / "todo.md").read_text() == "x"
+    assert "'hi '" in (workspace / "src" / "app.py").read_text()  # the demo's edit landed
+    assert not (workspace / ".env").exists()  # refused
+    assert not (workspace / ".git").exists()
