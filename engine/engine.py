@@ -69,7 +69,7 @@ from policies import (
     canonical,
     strictest,
 )
-from sandbox import SandboxError, VirtualFS
+from sandbox import PathEscapeError, SandboxError, VirtualFS
 
 log = logging.getLogger("stockade.engine")
 
@@ -345,7 +345,7 @@ class Engine:
             return outcomes.failure(call, tool, exc, started)
         try:
             request = self._classify(tool, call, kwargs)
-        except SandboxError as exc:  # a path that leads outside: nothing to ask a policy about
+        except PathEscapeError as exc:  # a path that leads outside: nothing to ask a policy about
             request = Request(call.subject, tool.name, "call", (), None, tool.spec.read_only)
             decision = Decision(Effect.DENY, "sandbox", str(exc), "call", exc.path)
         else:
@@ -459,7 +459,7 @@ class Engine:
                     continue  # an optional path left out touches nothing
                 # a pydantic Path, or anything else: judge its text, never skip it
                 text = os.fsdecode(item) if isinstance(item, os.PathLike) else str(item)
-                paths.append((self._where(text, spec.path_space), access))
+                paths.extend((where, access) for where in self._where(text, spec.path_space))
         command = None
         if spec.command is not None:
             given = kwargs.get(spec.command)
@@ -474,13 +474,28 @@ class Engine:
             spec.dangerous_paths,
         )
 
-    def _where(self, path: str, space: str) -> str:
-        """The canonical form of a path argument: through the virtual filesystem (symlinks
-        resolved) when there is one and the path is logical; lexically otherwise. A path the
-        file system refuses raises SandboxError, which denies the call."""
-        if self.fs is not None and space == "logical":
-            return self.fs.canonical(path)
-        return _canonical(path)
+    def _where(self, path: str, space: str) -> list[str]:
+        """Where a path argument really is, for the policy. When its last component is a
+        symlink, both the link (what a delete or a rename acts on) and its target (what a read
+        or a write reaches) are judged, so a link can neither launder a protected target nor
+        hide a protected name. Logical paths resolve through the virtual filesystem (lexically
+        without one), host paths through the host (raw tools). A path that leads out of the
+        sandbox raises PathEscapeError, which denies the call."""
+        if space == "host":
+            spelled = _canonical(path)
+            return list(dict.fromkeys((spelled, os.path.realpath(spelled))))
+        if self.fs is None:
+            return [_canonical(path)]
+        try:
+            name = self.fs.canonical(path, follow_last=False)
+            target = self.fs.canonical(path)
+        except PathEscapeError:
+            raise
+        except SandboxError:
+            # not a refusal but a plain mistake (a file used as a folder, a link loop): judge
+            # the spelling, and let the tool report the real error when it runs
+            return [_canonical(path)]
+        return [name] if name == target else [name, target]
 
     def _decide(
         self,

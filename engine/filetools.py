@@ -39,10 +39,24 @@ def _sha(data: bytes | None) -> str | None:
 
 
 def _current(fs: VirtualFS, path: str) -> bytes | None:
+    """The file's content before a change, for its sha256; None if it is absent (or too big to
+    read, which must not stop it being replaced by something smaller)."""
     try:
+        if fs.stat(path).size > fs.max_file_bytes:
+            return None
         return fs.read_bytes(path)
     except FileNotFoundError:
         return None
+
+
+def _lines(text: str) -> list[str]:
+    """Lines split at "\n" only, each keeping its line break. (``str.splitlines`` also breaks
+    at form feeds and Unicode separators, which would put a line number inside a line.)"""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
 
 
 def _changed(path: str, before: bytes | None, after: bytes, message: str) -> ToolOutput:
@@ -73,12 +87,12 @@ def read_text_file(
     """
     data = fs.read_bytes(path)
     text = _decode(data, fs.canonical(path))
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     first = (start_line or 1) - 1
     last = end_line if end_line is not None else len(lines)
     if end_line is not None and start_line is not None and end_line < start_line:
         raise ValueError(f"end_line {end_line} is before start_line {start_line}")
-    if first > len(lines):
+    if first >= len(lines) and first > 0:
         raise ValueError(f"start_line {first + 1} is past the end: the file has {len(lines)} lines")
     chosen = "".join(lines[first:last])
     metadata: dict[str, Any] = {
@@ -172,7 +186,7 @@ def insert_text(path: str, line: int, text: str, fs: VirtualFS) -> ToolOutput:
     """
     before = _current(fs, path)
     current = "" if before is None else _decode(before, fs.canonical(path))
-    lines = current.splitlines(keepends=True)
+    lines = _lines(current)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     position = len(lines) if line == -1 else line - 1
@@ -199,9 +213,9 @@ def delete_file(path: str, fs: VirtualFS) -> ToolOutput:
     Args:
         path: What to delete.
     """
-    canonical = fs.canonical(path)
-    info = fs.stat(path)
-    before = fs.read_bytes(path) if info.kind == "file" else None
+    canonical = fs.canonical(path, follow_last=False)  # a link is deleted as itself
+    info = fs.lstat(path)
+    before = _current(fs, path) if info.kind == "file" else None
     fs.delete(path)
     return ToolOutput(
         f"deleted {canonical}",
@@ -223,9 +237,9 @@ def move_file(source: str, destination: str, fs: VirtualFS, overwrite: bool = Fa
         destination: Where to; missing folders are created.
         overwrite: Replace an existing destination; otherwise that is an error.
     """
-    src = fs.canonical(source)
+    src = fs.canonical(source, follow_last=False)  # a link moves as itself
     fs.move(source, destination, overwrite=overwrite)
-    dst = fs.canonical(destination)
+    dst = fs.canonical(destination, follow_last=False)
     return ToolOutput(f"moved {src} to {dst}", {"source": src, "destination": dst})
 
 
@@ -350,17 +364,19 @@ def grep(
         except (NotTextError, SandboxError):
             skipped += 1
             continue
-        for number, line in enumerate(text.splitlines(), 1):
+        for number, line in enumerate(text.split("\n"), 1):
             if len(line) > MAX_GREP_LINE:
                 continue  # huge lines (minified code, data) make regexes slow and say little
             if regex.search(line):
                 matches.append(f"{file}:{number}: {line.strip()[:300]}")
-                if len(matches) >= max_matches:
+                if len(matches) > max_matches:  # one more than shown: proof that some were cut
                     break
-        if len(matches) >= max_matches:
+        if len(matches) > max_matches:
             break
+    cut = len(matches) > max_matches
+    matches = matches[:max_matches]
     text = "\n".join(matches) if matches else f"no line under {root} matches {pattern!r}"
-    if len(matches) >= max_matches:
+    if cut:
         text += f"\n[stopped at {max_matches} matches]"
     return ToolOutput(text, {"path": root, "matches": len(matches), "skipped_files": skipped})
 

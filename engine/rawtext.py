@@ -92,6 +92,8 @@ class ViewTextFile(_RawTextTool):
             lines = handle.readlines()
         first = (args["start_line"] or 1) - 1
         last = args["end_line"] or len(lines)
+        if args["end_line"] is not None and last < first + 1:
+            raise ValueError(f"end_line {last} is before start_line {first + 1}")
         return ToolOutput("".join(lines[first:last]), {"dangerous_io": True, "lines": len(lines)})
 
 
@@ -125,7 +127,10 @@ class InsertTextFile(_RawTextTool):
             lines[-1] += "\n"
         position = args["line_number"] - 1
         if position > len(lines):
-            raise ValueError(f"line {args['line_number']} is past the end ({len(lines)} lines)")
+            raise ValueError(
+                f"line {args['line_number']} is past the end: the file has {len(lines)} lines, "
+                f"so use 1 to {len(lines) + 1}"
+            )
         content = args["content"]
         lines.insert(position, content if content.endswith("\n") else content + "\n")
         with open(args["file_path"], "w", encoding="utf-8") as handle:

@@ -124,10 +124,17 @@ class HostBackend:
 
     def stat(self, parts: list[str]) -> FileInfo:
         """Kind, size, time and mode (symlinks inside the mount followed)."""
+        return self._stat(parts, follow_last=True)
+
+    def lstat(self, parts: list[str]) -> FileInfo:
+        """Like `stat`, without following a final symlink."""
+        return self._stat(parts, follow_last=False)
+
+    def _stat(self, parts: list[str], *, follow_last: bool) -> FileInfo:
         if not parts:
             info = os.stat(self.root.fd)
         else:
-            dir_fd, name, _ = self.root.parent(parts)
+            dir_fd, name, _ = self.root.parent(parts, follow_last=follow_last)
             try:
                 info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except OSError as exc:
@@ -139,6 +146,8 @@ class HostBackend:
             if stat.S_ISDIR(info.st_mode)
             else "file"
             if stat.S_ISREG(info.st_mode)
+            else "link"
+            if stat.S_ISLNK(info.st_mode)
             else "other"
         )
         return FileInfo(

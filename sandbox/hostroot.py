@@ -152,7 +152,7 @@ class HostRoot:
                             self._name(parts),
                         )
                     target = os.readlink(name, dir_fd=fd)
-                    todo = self._inside(target, done, parts) + todo
+                    todo = self._inside(target, done, name) + todo
                     os.close(fd)
                     fd = os.dup(self.fd)
                     done = []
@@ -187,17 +187,18 @@ class HostRoot:
             os.close(fd)
             raise
 
-    def _inside(self, target: str, done: list[str], parts: list[str]) -> list[str]:
-        """The parts, relative to the root, a symlink target means; PathEscapeError when it
-        leaves the root."""
+    def _inside(self, target: str, done: list[str], name: str) -> list[str]:
+        """The parts, relative to the root, the symlink ``name`` in folder ``done`` means;
+        PathEscapeError naming the link when it leaves the root."""
+        link = self._name([*done, name])
         if target.startswith("/"):
             host = posixpath.normpath(target)
             root = str(self.path)
             if host != root and not host.startswith(root.rstrip("/") + "/"):
-                raise PathEscapeError(
-                    f"{self._name(parts)} is, or passes through, a symbolic link to {target}, "
-                    f"outside {self.logical}; links may only point inside the mount",
-                    self._name(parts),
+                raise PathEscapeError(  # the host target is not named: it would map the host
+                    f"{link} is a symbolic link that leads outside {self.logical}; links may "
+                    "only point inside the mount",
+                    link,
                 )
             relative = host[len(root) :].lstrip("/")
             return [p for p in relative.split("/") if p]
@@ -208,9 +209,9 @@ class HostRoot:
             if part == "..":
                 if not resolved:
                     raise PathEscapeError(
-                        f"{self._name(parts)} is, or passes through, a symbolic link to "
-                        f"{target}, which climbs out of {self.logical}",
-                        self._name(parts),
+                        f"{link} is a symbolic link to {target}, which climbs out of "
+                        f"{self.logical}; links may only point inside the mount",
+                        link,
                     )
                 resolved.pop()
             else:

@@ -90,6 +90,10 @@ class MemoryBackend:
                 self.name(parts), kind, info.st_size, info.st_mtime, stat.S_IMODE(info.st_mode)
             )
 
+    def lstat(self, parts: list[str]) -> FileInfo:
+        """Memory mounts hold no links: the same as `stat`."""
+        return self.stat(parts)
+
     def resolve(self, parts: list[str]) -> list[str]:
         """Memory mounts hold no links: the parts as they are."""
         return list(parts)

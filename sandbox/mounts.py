@@ -55,7 +55,7 @@ class Mount:
         return "overlay" if self.overlay else "host"
 
 
-Kind = Literal["file", "dir", "other"]
+Kind = Literal["file", "dir", "link", "other"]
 ChangeKind = Literal["added", "modified", "deleted", "created_dir"]
 
 

@@ -129,6 +129,17 @@ class OverlayBackend:
                 return FileInfo(self.name(key), "dir", 0, time.time(), 0o755)
             return self.host.stat(list(key))
 
+    def lstat(self, parts: list[str]) -> FileInfo:
+        """Like `stat`, without following a final host symlink."""
+        with self._lock:
+            key = tuple(parts)
+            if key in self._files or key in self._dirs or self._gone(key):
+                return self.stat(parts)
+            try:
+                return self.host.lstat(parts)
+            except NotFoundError:
+                return self.stat(parts)
+
     def _host_has(self, key: Key) -> bool:
         try:
             self.host.stat(list(key))

@@ -15,11 +15,12 @@ against the quotas.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 from sandbox.errors import (
     ExistsError,
@@ -47,11 +48,38 @@ class _Backend(Protocol):
     def write_bytes(self, parts: list[str], data: bytes) -> None: ...
     def list_dir(self, parts: list[str]) -> list[str]: ...
     def stat(self, parts: list[str]) -> FileInfo: ...
+    def lstat(self, parts: list[str]) -> FileInfo: ...
     def mkdir(self, parts: list[str]) -> None: ...
     def delete(self, parts: list[str], *, recursive: bool) -> None: ...
     def rename(self, source: list[str], target: list[str], *, overwrite: bool) -> None: ...
     def resolve(self, parts: list[str]) -> list[str]: ...
     def host_path(self, parts: list[str]) -> Path: ...
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _names_the_path(method: F) -> F:
+    """Make a refusal name the path that was asked for, not only the link it passed through:
+    "/workspace/a/b.txt passes through /workspace/a, a symbolic link that leads outside ..."."""
+
+    @functools.wraps(method)
+    def named(self: VirtualFS, *paths: Any, **options: Any) -> Any:
+        try:
+            return method(self, *paths, **options)
+        except PathEscapeError as exc:
+            for path in paths:
+                if not isinstance(path, str):
+                    continue
+                try:
+                    asked = normalize(path)
+                except PathEscapeError:
+                    continue
+                if exc.path and exc.path != asked and within(asked, exc.path):
+                    raise PathEscapeError(f"{asked}: on the way, {exc}", asked) from None
+            raise
+
+    return cast(F, named)
 
 
 class VirtualFS:
@@ -134,13 +162,19 @@ class VirtualFS:
             raise ReadOnlyError(f"{logical} is in {mount.prefix}, which is read-only", logical)
         return mount, backend, parts, logical
 
-    def canonical(self, path: str) -> str:
+    @_names_the_path
+    def canonical(self, path: str, *, follow_last: bool = True) -> str:
         """The logical path with ``..`` and symlinks resolved: what a policy should judge.
-        Raises PathEscapeError when it leads outside."""
+        Without ``follow_last`` a final symlink stays itself (the name a delete or a rename acts
+        on). Raises PathEscapeError when it leads outside."""
         mount, backend, parts, _ = self._locate(path)
-        resolved = backend.resolve(parts)
+        if follow_last or not parts:
+            resolved = backend.resolve(parts)
+        else:
+            resolved = [*backend.resolve(parts[:-1]), parts[-1]]
         return "/".join([mount.prefix.rstrip("/"), *resolved]) if resolved else mount.prefix
 
+    @_names_the_path
     def host_path(self, path: str) -> Path:
         """Where a path of a host or overlay mount is on the host (for binding it into a
         process sandbox; file tools never use it)."""
@@ -149,6 +183,7 @@ class VirtualFS:
 
     # -- reading -----------------------------------------------------------------------------
 
+    @_names_the_path
     def read_bytes(self, path: str) -> bytes:
         """A file's content."""
         _, backend, parts, _ = self._locate(path)
@@ -170,6 +205,7 @@ class VirtualFS:
                 normalize(path),
             ) from None
 
+    @_names_the_path
     def list_dir(self, path: str = "/workspace") -> list[str]:
         """Names in a folder, sorted. ``/`` lists the mounts' top folders."""
         logical = normalize(path)
@@ -184,10 +220,17 @@ class VirtualFS:
                     names.add(rest[0])
         return sorted(names)
 
+    @_names_the_path
     def stat(self, path: str) -> FileInfo:
-        """Kind, size, modification time and permission bits."""
+        """Kind, size, modification time and permission bits (of a symlink's target)."""
         _, backend, parts, _ = self._locate(path)
         return backend.stat(parts)
+
+    @_names_the_path
+    def lstat(self, path: str) -> FileInfo:
+        """Like `stat`, but a final symlink describes itself (kind ``link``)."""
+        _, backend, parts, _ = self._locate(path)
+        return backend.lstat(parts)
 
     def exists(self, path: str) -> bool:
         """Whether something is at the path. Escapes still raise: an escape is not absence."""
@@ -199,6 +242,7 @@ class VirtualFS:
 
     # -- changing ----------------------------------------------------------------------------
 
+    @_names_the_path
     def write_bytes(self, path: str, data: bytes) -> None:
         """Replace or create a file atomically (missing folders are created)."""
         _, backend, parts, logical = self._writable(path)
@@ -214,12 +258,14 @@ class VirtualFS:
         """Write text as UTF-8."""
         self.write_bytes(path, data.encode("utf-8"))
 
+    @_names_the_path
     def mkdir(self, path: str) -> None:
         """Create a folder and any missing ones above it."""
         _, backend, parts, logical = self._writable(path)
         with self._locked(logical):
             backend.mkdir(parts)
 
+    @_names_the_path
     def delete(self, path: str, *, recursive: bool = False) -> None:
         """Delete a file, or a folder (empty unless ``recursive``). A symlink is deleted as
         itself, never its target."""
@@ -229,6 +275,7 @@ class VirtualFS:
         with self._locked(logical):
             backend.delete(parts, recursive=recursive)
 
+    @_names_the_path
     def move(self, source: str, target: str, *, overwrite: bool = False) -> None:
         """Move or rename a file or folder; across mounts files are copied, then deleted."""
         _, src_backend, src_parts, src = self._writable(source)
