@@ -29,6 +29,7 @@ from typing import Any
 
 from engine import Engine, ToolCall, Toolkit
 from policies import Policy, Request
+from policies.request import Access
 
 TOOLS = [f"tool_{n}" for n in range(500)]
 SUBJECTS = [f"agent_{n}" for n in range(100)]
@@ -68,14 +69,17 @@ def make_rules(count: int, rng: random.Random) -> list[dict[str, Any]]:
     return rules
 
 
+ACCESS_CHOICES: list[Access] = ["read", "write", "delete"]
+
+
 def make_requests(count: int, rng: random.Random) -> list[Request]:
     requests = []
     for _ in range(count):
-        paths = [
+        paths: list[tuple[str, Access]] = [
             (
                 f"/workspace/proj{rng.randrange(1000)}/{rng.choice(['src', 'docs', 'data'])}/"
                 f"{rng.choice(['a.py', 'b.md', 'c.csv'])}",
-                rng.choice(["read", "write", "delete"]),
+                rng.choice(ACCESS_CHOICES),
             )
             for _ in range(rng.choice([0, 1, 1, 2]))
         ]

@@ -57,7 +57,8 @@ def paired(
     for fn in (ours, base):
         for _ in range(max(10, per_round // 10)):
             fn()
-    mine, theirs = [], []
+    mine: list[float] = []
+    theirs: list[float] = []
     for _ in range(rounds):
         for fn, samples in ((ours, mine), (base, theirs)):
             started = perf_counter()

@@ -33,9 +33,8 @@ from engine.schema import (
     strip_titles,
 )
 from policies import Decision
+from policies.request import ACCESSES, Access
 
-Access = Literal["read", "write", "delete"]
-ACCESSES: frozenset[str] = frozenset({"read", "write", "delete"})
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 SPEC_ATTRIBUTE = "__stockade_tool__"
 

@@ -164,31 +164,34 @@ class HostBackend:
 
     # -- changing ----------------------------------------------------------------------------
 
-    def write_bytes(self, parts: list[str], data: bytes) -> None:
-        """Replace (or create) a file atomically, creating missing folders on the way."""
+    def write_bytes(self, parts: list[str], data: bytes, *, mode: int | None = None) -> None:
+        """Replace (or create) a file atomically, creating missing folders on the way. The
+        file keeps its permission bits (or gets ``mode``; 0o644 for a new file)."""
         if not parts:
             raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
         self.mkdir(parts[:-1])
         dir_fd, name, _ = self.root.parent(parts)
         try:
-            mode = 0o644
             try:
                 current = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except FileNotFoundError:
-                pass
+                mode = 0o644 if mode is None else mode
+            except OSError as exc:
+                raise self._error(exc, parts) from None
             else:
                 if stat.S_ISDIR(current.st_mode):
                     raise IsADirectoryError_(
                         f"{self.name(parts)} is a folder; cannot write a file over it",
                         self.name(parts),
                     )
-                mode = stat.S_IMODE(current.st_mode)
+                mode = stat.S_IMODE(current.st_mode) if mode is None else mode
             self._replace(dir_fd, name, data, mode, parts)
         finally:
             os.close(dir_fd)
 
     def _replace(self, dir_fd: int, name: str, data: bytes, mode: int, parts: list[str]) -> None:
-        temp = f".{name[:200]}.{os.urandom(6).hex()}.stockade-tmp"
+        # a short name of our own: the target's name may already be at the length limit
+        temp = f".stockade-{os.urandom(8).hex()}.tmp"
         try:
             fd = os.open(
                 temp,
@@ -200,6 +203,7 @@ class HostBackend:
             raise self._error(exc, parts) from None
         try:
             try:
+                os.fchmod(fd, mode)  # exactly these bits: the umask must not change them
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]

@@ -151,16 +151,16 @@ class HostRoot:
                             f"too many symbolic links while resolving {self._name(parts)}",
                             self._name(parts),
                         )
-                    target = os.readlink(name, dir_fd=fd)
+                    try:
+                        target = os.readlink(name, dir_fd=fd)
+                    except OSError:  # no longer a link: it was swapped while we looked
+                        raise self._changed([*done, name], parts) from None
                     todo = self._inside(target, done, name) + todo
                     os.close(fd)
                     fd = os.dup(self.fd)
                     done = []
-                    if not todo:  # a link to the root itself
-                        raise SandboxError(
-                            f"{self._name(parts)} leads to the mount itself, not a file in it",
-                            self._name(parts),
-                        )
+                    if not todo:  # the link leads to the mount's folder itself
+                        return fd, ".", []
                     continue
                 if last:
                     return fd, name, [*done, name]
@@ -173,19 +173,22 @@ class HostRoot:
                 try:
                     child = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
                 except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise PathEscapeError(
-                            f"{self._name([*done, name])} changed into a link while it was being "
-                            "resolved; the operation was stopped",
-                            self._name(parts),
-                        ) from None
-                    raise
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                        raise self._changed([*done, name], parts) from None
+                    raise self._translate(exc, [*done, name]) from None
                 os.close(fd)
                 fd = child
                 done.append(name)
         except BaseException:
             os.close(fd)
             raise
+
+    def _changed(self, where: list[str], parts: list[str]) -> PathEscapeError:
+        return PathEscapeError(
+            f"{self._name(where)} changed (a folder and a link were swapped) while "
+            f"{self._name(parts)} was being resolved; the operation was stopped",
+            self._name(parts),
+        )
 
     def _inside(self, target: str, done: list[str], name: str) -> list[str]:
         """The parts, relative to the root, the symlink ``name`` in folder ``done`` means;

@@ -32,7 +32,10 @@ def normalize(path: str, *, cwd: str = WORKSPACE) -> str:
     if not path.strip():
         raise PathEscapeError("the path is empty; name a file or folder, e.g. /workspace/a.txt")
     if len(path.encode("utf-8", "surrogateescape")) > MAX_PATH:
-        raise PathEscapeError(f"path is longer than {MAX_PATH} bytes", path[:80] + "...")
+        raise PathEscapeError(
+            f"path {path[:60]!r}... is longer than {MAX_PATH} bytes; use a shorter one",
+            path[:80] + "...",
+        )
     joined = path if path.startswith("/") else f"{cwd}/{path}"
     parts: list[str] = []
     for segment in joined.split("/"):

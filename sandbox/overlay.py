@@ -2,8 +2,12 @@
 
 Reads see the staged version when there is one, the host otherwise. Writes, deletes and new
 folders are only recorded. `changes` lists them (with unified diffs for text); `commit` applies
-them to the host all at once — new content is written to temporary files and the old moved
-aside first, so a failure part-way puts everything back; `discard` forgets them.
+them to the host all at once — what is deleted or replaced is first moved aside and new content
+written to temporary files, so a failure part-way puts everything back; `discard` forgets them.
+
+Staged entries are keyed by where they really are: a write through a symlink inside the mount is
+staged for the link's target, as a host write would land there. A symlink itself is deleted
+as itself (never its target); moving a symlink is refused, because a staged file cannot be one.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from sandbox.host import HostBackend
 from sandbox.mounts import Change, ChangeKind, FileInfo
 
 Key = tuple[str, ...]
+_UNLIMITED = 1 << 62
 
 
 class OverlayBackend:
@@ -36,8 +41,8 @@ class OverlayBackend:
         self.prefix = prefix
         self.host = HostBackend(prefix, root, durable=durable)
         self._files: dict[Key, bytes] = {}
-        self._deleted: set[Key] = set()
-        self._dirs: set[Key] = set()
+        self._deleted: set[Key] = set()  # host entries removed (a folder: with all it held)
+        self._dirs: set[Key] = set()  # folders created (over a deleted one: a fresh, empty one)
         self._lock = threading.RLock()
 
     def close(self) -> None:
@@ -53,26 +58,35 @@ class OverlayBackend:
     def _key(self, parts: list[str]) -> Key:
         """Where ``parts`` lead: staged paths as written, host paths with links resolved."""
         key = tuple(parts)
-        if key in self._files or key in self._dirs or self._gone(key):
+        if self._staged(key) or self._hidden(key):
             return key
         try:
             return tuple(self.host.resolve(parts))
-        except NotFoundError:
+        except (NotFoundError, NotADirectoryError_):
             return key
 
-    def _gone(self, key: Key) -> bool:
+    def _staged(self, key: Key) -> bool:
+        return key in self._files or key in self._dirs
+
+    def _hidden(self, key: Key) -> bool:
+        """Whether the host's entry at ``key`` is out of the merged view: it, or a folder above
+        it, was deleted (a folder re-created after deletion starts empty)."""
         return any(key[:depth] in self._deleted for depth in range(1, len(key) + 1))
 
     def _kind(self, key: Key) -> str | None:
-        """ "file", "dir" or None (absent) in the merged view."""
+        """ "file", "dir" or None (absent) in the merged view (links followed)."""
         if key in self._files:
             return "file"
         if key in self._dirs or not key:
             return "dir"
-        if self._gone(key):
-            return None
+        if any(key[:depth] in self._files for depth in range(1, len(key))):
+            raise NotADirectoryError_(
+                f"{self.name(key)} is under a file, not a folder", self.name(key)
+            )
         if any(k[: len(key)] == key and len(k) > len(key) for k in (*self._files, *self._dirs)):
             return "dir"
+        if self._hidden(key):
+            return None
         try:
             return self.host.stat(list(key)).kind
         except NotFoundError:
@@ -89,11 +103,14 @@ class OverlayBackend:
                         f"{self.name(key)} is over the {limit}-byte limit", self.name(key)
                     )
                 return data
-            if self._gone(key):
-                raise NotFoundError(
-                    f"{self.name(parts)} does not exist (deleted in the overlay)", self.name(parts)
+            kind = self._kind(key)
+            if kind == "dir":
+                raise IsADirectoryError_(
+                    f"{self.name(parts)} is a folder, not a file", self.name(parts)
                 )
-            return self.host.read_bytes(list(key), limit)
+            if kind is None:
+                raise NotFoundError(f"{self.name(parts)} does not exist", self.name(parts))
+            return self.host.read_bytes(parts, limit)  # the host names the path asked for
 
     def list_dir(self, parts: list[str]) -> list[str]:
         """Host names minus deletions plus staged names."""
@@ -107,7 +124,7 @@ class OverlayBackend:
                     f"{self.name(parts)} is a file, not a folder", self.name(parts)
                 )
             names: set[str] = set()
-            if not self._gone(key) and key not in self._dirs:
+            if not self._hidden(key) and key not in self._dirs:
                 with contextlib.suppress(NotFoundError, NotADirectoryError_):
                     names.update(self.host.list_dir(list(key)))
             names = {n for n in names if (*key, n) not in self._deleted}
@@ -125,7 +142,7 @@ class OverlayBackend:
             kind = self._kind(key)
             if kind is None:
                 raise NotFoundError(f"{self.name(parts)} does not exist", self.name(parts))
-            if key in self._dirs or (kind == "dir" and not self._host_has(key)):
+            if kind == "dir" and (key in self._dirs or not self._on_host(key)):
                 return FileInfo(self.name(key), "dir", 0, time.time(), 0o755)
             return self.host.stat(list(key))
 
@@ -133,19 +150,29 @@ class OverlayBackend:
         """Like `stat`, without following a final host symlink."""
         with self._lock:
             key = tuple(parts)
-            if key in self._files or key in self._dirs or self._gone(key):
+            if self._staged(key) or self._hidden(key):
                 return self.stat(parts)
             try:
                 return self.host.lstat(parts)
             except NotFoundError:
                 return self.stat(parts)
 
-    def _host_has(self, key: Key) -> bool:
+    def _on_host(self, key: Key) -> bool:
+        if self._hidden(key):
+            return False
         try:
-            self.host.stat(list(key))
-        except NotFoundError:
+            self.host.lstat(list(key))
+        except (NotFoundError, NotADirectoryError_):
             return False
         return True
+
+    def _is_host_link(self, key: Key) -> bool:
+        if self._staged(key) or self._hidden(key):
+            return False
+        try:
+            return self.host.lstat(list(key)).kind == "link"
+        except (NotFoundError, NotADirectoryError_):
+            return False
 
     def resolve(self, parts: list[str]) -> list[str]:
         """The canonical parts in the merged view."""
@@ -170,7 +197,6 @@ class OverlayBackend:
                     f"{self.name(key)} is a folder; cannot write a file over it", self.name(key)
                 )
             self._files[key] = bytes(data)
-            self._deleted.discard(key)
 
     def mkdir(self, parts: list[str]) -> None:
         """Stage missing folders."""
@@ -184,17 +210,20 @@ class OverlayBackend:
                     raise NotADirectoryError_(
                         f"{self.name(key)} is a file, not a folder", self.name(parts)
                     )
-                self._dirs.add(key)
-                self._deleted.discard(key)
+                self._dirs.add(key)  # over a deleted folder: a new, empty one
 
     def delete(self, parts: list[str], *, recursive: bool) -> None:
-        """Stage a deletion."""
+        """Stage a deletion. A symlink is deleted as itself, never its target."""
         if not parts:
             raise SandboxError(
                 f"{self.prefix} is the mount itself and cannot be deleted", self.prefix
             )
         with self._lock:
-            key = tuple(parts)  # a link is deleted as itself, like on the host
+            name = tuple(parts)
+            if self._is_host_link(name):
+                self._deleted.add(name)
+                return
+            key = self._key(parts)
             kind = self._kind(key)
             if kind is None:
                 raise NotFoundError(f"{self.name(parts)} does not exist", self.name(parts))
@@ -206,12 +235,18 @@ class OverlayBackend:
             for staged in [k for k in (*self._files, *self._dirs) if k[: len(key)] == key]:
                 self._files.pop(staged, None)
                 self._dirs.discard(staged)
-            if self._host_has(key):
+            if self._on_host(key):
                 self._deleted.add(key)
 
     def rename(self, source: list[str], target: list[str], *, overwrite: bool) -> None:
-        """Stage a move of a file (folders: move their files one by one)."""
+        """Stage a move of a file (folders and links: not in an overlay)."""
         with self._lock:
+            if self._is_host_link(tuple(source)):
+                raise SandboxError(
+                    f"{self.name(source)} is a symbolic link; an overlay cannot move links "
+                    "(move the file it points to, or use a plain mount)",
+                    self.name(source),
+                )
             src = self._key(source)
             kind = self._kind(src)
             if kind is None:
@@ -226,7 +261,7 @@ class OverlayBackend:
                     f"{self.name(target)} already exists; pass overwrite to replace it",
                     self.name(target),
                 )
-            data = self.read_bytes(list(src), 1 << 62)
+            data = self.read_bytes(list(src), _UNLIMITED)
             self.write_bytes(target, data)
             self.delete(list(src), recursive=False)
 
@@ -244,7 +279,7 @@ class OverlayBackend:
                 if not any(f[: len(key)] == key for f in self._files):
                     found.append(Change(self.name(key), "created_dir", ""))
             for key in sorted(self._files):
-                old = self._old(key)
+                old = None if self._hidden(key) else self._old(key)
                 new = self._files[key]
                 if old == new:
                     continue
@@ -254,8 +289,10 @@ class OverlayBackend:
 
     def _old(self, key: Key) -> bytes | None:
         try:
-            return self.host.read_bytes(list(key), 1 << 62)
-        except (NotFoundError, IsADirectoryError_, NotADirectoryError_):
+            if self.host.lstat(list(key)).kind != "file":
+                return None
+            return self.host.read_bytes(list(key), _UNLIMITED)
+        except SandboxError:
             return None
 
     def discard(self) -> None:
@@ -266,16 +303,18 @@ class OverlayBackend:
             self._dirs.clear()
 
     def commit(self) -> None:
-        """Apply every staged change to the host, all or nothing."""
+        """Apply every staged change to the host, all or nothing. On failure the host is as
+        before and the changes stay staged, so the commit can be retried."""
         with self._lock:
             _Commit(self.host, self._files, self._deleted, self._dirs).run()
             self.discard()
 
 
 class _Commit:
-    """Applying staged changes with a way back. Stage 1 prepares (folders, temporary files,
-    old files moved aside) and can be undone completely; stage 2 only removes what was moved
-    aside."""
+    """Applying staged changes with a way back: everything deleted or replaced is first moved
+    aside, new folders are made, new content goes to temporary files, and only then are the
+    temporary files renamed into place. Any failure undoes all of it; after success the moved-
+    aside entries are removed."""
 
     def __init__(
         self, host: HostBackend, files: dict[Key, bytes], deleted: set[Key], dirs: set[Key]
@@ -284,43 +323,52 @@ class _Commit:
         self.files = files
         self.deleted = deleted
         self.dirs = dirs
+        self.aside: list[tuple[Key, str]] = []
         self.made_dirs: list[Key] = []
         self.temps: list[tuple[Key, str]] = []
-        self.aside: list[tuple[Key, str]] = []
         self.placed: list[Key] = []
 
     def run(self) -> None:
         try:
-            self._prepare()
-            self._swap()
+            for key in sorted(self.deleted, key=len):
+                if self._exists(key) and not any(
+                    key[:d] in self.deleted for d in range(1, len(key))
+                ):
+                    self._move_aside(key)
+            self._make_dirs()
+            for key, data in self.files.items():
+                temp = _temp_name("new")
+                mode = self._mode(key)
+                self.host.write_bytes([*key[:-1], temp], data, mode=mode)
+                self.temps.append((key, temp))
+            for key, temp in self.temps:
+                if self._exists(key):
+                    self._move_aside(key)
+                self.host.rename([*key[:-1], temp], list(key), overwrite=False)
+                self.placed.append(key)
         except BaseException:
             self._undo()
             raise
         for key, backup in self.aside:
             self._remove(key[:-1], backup)
 
-    def _prepare(self) -> None:
+    def _make_dirs(self) -> None:
         for key in sorted({*self.dirs, *(k[:-1] for k in self.files)}, key=len):
             for depth in range(1, len(key) + 1):
                 if not self._exists(key[:depth]):
                     self.host.mkdir(list(key[:depth]))
                     self.made_dirs.append(key[:depth])
-        for key, data in self.files.items():
-            temp = self._temp_name(key)
-            self.host.write_bytes([*key[:-1], temp], data)
-            self.temps.append((key, temp))
 
-    def _swap(self) -> None:
-        for key in sorted(self.deleted, key=len, reverse=True):
-            self._move_aside(key)
-        for key, temp in self.temps:
-            if self._exists(key):
-                self._move_aside(key)
-            self.host.rename([*key[:-1], temp], list(key), overwrite=False)
-            self.placed.append(key)
+    def _mode(self, key: Key) -> int | None:
+        """The permission bits of the file being replaced, so a commit keeps them."""
+        try:
+            info = self.host.lstat(list(key))
+        except SandboxError:
+            return None
+        return info.mode if info.kind == "file" else None
 
     def _move_aside(self, key: Key) -> None:
-        backup = self._temp_name(key, "old")
+        backup = _temp_name("old")
         self.host.rename(list(key), [*key[:-1], backup], overwrite=False)
         self.aside.append((key, backup))
 
@@ -328,15 +376,15 @@ class _Commit:
         for key in reversed(self.placed):
             with contextlib.suppress(SandboxError):
                 self.host.delete(list(key), recursive=False)
-        for key, backup in reversed(self.aside):
-            with contextlib.suppress(SandboxError):
-                self.host.rename([*key[:-1], backup], list(key), overwrite=True)
         for key, temp in self.temps:
             if key not in self.placed:
                 self._remove(key[:-1], temp)
         for key in reversed(self.made_dirs):
             with contextlib.suppress(SandboxError):
                 self.host.delete(list(key), recursive=False)
+        for key, backup in reversed(self.aside):
+            with contextlib.suppress(SandboxError):
+                self.host.rename([*key[:-1], backup], list(key), overwrite=True)
 
     def _remove(self, folder: Key, name: str) -> None:
         with contextlib.suppress(SandboxError):
@@ -344,21 +392,25 @@ class _Commit:
 
     def _exists(self, key: Key) -> bool:
         try:
-            self.host.stat(list(key))
-        except NotFoundError:
+            self.host.lstat(list(key))
+        except (NotFoundError, NotADirectoryError_):
             return False
         return True
 
-    @staticmethod
-    def _temp_name(key: Key, kind: str = "new") -> str:
-        return f".{key[-1][:180]}.{os.urandom(6).hex()}.stockade-{kind}"
+
+def _temp_name(kind: str) -> str:
+    # short and our own: a name already at the length limit must still get a temporary twin
+    return f".stockade-{kind}-{os.urandom(8).hex()}"
 
 
 def _diff(path: str, old: bytes | None, new: bytes | None) -> str:
+    binary = any(b"\x00" in data for data in (old, new) if data is not None)
     try:
         before = [] if old is None else old.decode("utf-8").splitlines(keepends=True)
         after = [] if new is None else new.decode("utf-8").splitlines(keepends=True)
     except UnicodeDecodeError:
+        binary = True
+    if binary:
         size_old = "absent" if old is None else f"{len(old)} bytes"
         size_new = "absent" if new is None else f"{len(new)} bytes"
         return f"binary file {path}: {size_old} -> {size_new}\n"

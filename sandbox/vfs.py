@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from sandbox.errors import (
     ExistsError,
+    NotADirectoryError_,
     NotFoundError,
     NotTextError,
     PathEscapeError,
@@ -68,18 +69,21 @@ def _names_the_path(method: F) -> F:
         try:
             return method(self, *paths, **options)
         except PathEscapeError as exc:
-            for path in paths:
-                if not isinstance(path, str):
-                    continue
-                try:
-                    asked = normalize(path)
-                except PathEscapeError:
-                    continue
-                if exc.path and exc.path != asked and within(asked, exc.path):
-                    raise PathEscapeError(f"{asked}: on the way, {exc}", asked) from None
+            asked = [normalize(p) for p in paths if isinstance(p, str) and _normal(p)]
+            if exc.path and asked and exc.path not in asked:
+                # name the path asked for first; the message goes on to name the link
+                raise PathEscapeError(f"{asked[0]}: on the way, {exc}", asked[0]) from None
             raise
 
     return cast(F, named)
+
+
+def _normal(path: str) -> bool:
+    try:
+        normalize(path)
+    except PathEscapeError:
+        return False
+    return True
 
 
 class VirtualFS:
@@ -120,6 +124,20 @@ class VirtualFS:
             raise
         # longest prefix first, so nested mounts win over the ones they sit in
         self._order = sorted(self.mounts, key=lambda m: len(m.prefix), reverse=True)
+        # read-only host folders that a writable mount's folder contains: reachable through
+        # that mount by a symlink (or a second path) and so checked on every change there
+        self._read_only_within: dict[str, list[tuple[str, Path]]] = {}
+        for mount in self.mounts:
+            if mount.read_only or mount.memory:
+                continue
+            outer = self._host_root(mount)
+            inside = [
+                (other.prefix, self._host_root(other))
+                for other in self.mounts
+                if other.read_only and not other.memory and _contains(outer, self._host_root(other))
+            ]
+            if inside:
+                self._read_only_within[mount.prefix] = inside
 
     @staticmethod
     def _backend(mount: Mount, durable: bool) -> _Backend:
@@ -146,6 +164,8 @@ class VirtualFS:
 
     def _locate(self, path: str) -> tuple[Mount, _Backend, list[str], str]:
         logical = normalize(path)
+        if not self._backends:
+            raise SandboxError("this VirtualFS is closed; create a new one", logical)
         for mount in self._order:
             if within(logical, mount.prefix):
                 rest = logical[len(mount.prefix) :] if mount.prefix != "/" else logical
@@ -160,7 +180,23 @@ class VirtualFS:
         mount, backend, parts, logical = self._locate(path)
         if mount.read_only:
             raise ReadOnlyError(f"{logical} is in {mount.prefix}, which is read-only", logical)
+        guarded = self._read_only_within.get(mount.prefix)
+        if guarded and parts:
+            # where the change would land on the host, for the name and for what it leads to
+            names = [*backend.resolve(parts[:-1]), parts[-1]]
+            root = self._host_root(mount)
+            for landing in (root.joinpath(*names), root.joinpath(*backend.resolve(parts))):
+                for prefix, folder in guarded:
+                    if _contains(folder, landing):
+                        raise ReadOnlyError(
+                            f"{logical} leads into the folder of {prefix}, which is read-only",
+                            logical,
+                        )
         return mount, backend, parts, logical
+
+    def _host_root(self, mount: Mount) -> Path:
+        assert mount.root is not None
+        return Path(mount.root).resolve()
 
     @_names_the_path
     def canonical(self, path: str, *, follow_last: bool = True) -> str:
@@ -236,7 +272,7 @@ class VirtualFS:
         """Whether something is at the path. Escapes still raise: an escape is not absence."""
         try:
             self.stat(path)
-        except NotFoundError:
+        except (NotFoundError, NotADirectoryError_):
             return False
         return True
 
@@ -294,7 +330,11 @@ class VirtualFS:
                 raise ExistsError(f"{dst} already exists; pass overwrite to replace it", dst)
             data = src_backend.read_bytes(src_parts, self.max_file_bytes)
             self._charge(len(data), dst)
-            dst_backend.write_bytes(dst_parts, data)
+            try:
+                dst_backend.write_bytes(dst_parts, data)
+            except BaseException:
+                self._refund(len(data))
+                raise
             src_backend.delete(src_parts, recursive=False)
 
     # -- overlays ----------------------------------------------------------------------------
@@ -354,6 +394,10 @@ class VirtualFS:
                 lock = self._path_locks[logical] = threading.Lock()
         with lock:
             yield
+
+
+def _contains(folder: Path, path: Path) -> bool:
+    return path == folder or folder in path.parents
 
 
 @contextmanager
