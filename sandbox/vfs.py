@@ -176,22 +176,29 @@ class VirtualFS:
             f"{spelled} is outside every mount ({mounts}); use a path inside one of them", logical
         )
 
-    def _writable(self, path: str) -> tuple[Mount, _Backend, list[str], str]:
+    def _writable(
+        self, path: str, *, removes: bool = False
+    ) -> tuple[Mount, _Backend, list[str], str]:
+        """Locate a path that is about to change; ``removes`` when the change takes the name
+        away with everything below it (delete, the source of a move)."""
         mount, backend, parts, logical = self._locate(path)
         if mount.read_only:
             raise ReadOnlyError(f"{logical} is in {mount.prefix}, which is read-only", logical)
         guarded = self._read_only_within.get(mount.prefix)
         if guarded and parts:
             # where the change would land on the host, for the name and for what it leads to
-            names = [*backend.resolve(parts[:-1]), parts[-1]]
             root = self._host_root(mount)
-            for landing in (root.joinpath(*names), root.joinpath(*backend.resolve(parts))):
-                for prefix, folder in guarded:
-                    if _contains(folder, landing):
-                        raise ReadOnlyError(
-                            f"{logical} leads into the folder of {prefix}, which is read-only",
-                            logical,
-                        )
+            name = root.joinpath(*backend.resolve(parts[:-1]), parts[-1])
+            target = root.joinpath(*backend.resolve(parts))
+            for prefix, folder in guarded:
+                # removing a folder that holds a read-only mount's folder changes that mount
+                # too; the name only, as a link is removed as itself
+                holds = removes and _contains(name, folder)
+                if holds or _contains(folder, name) or _contains(folder, target):
+                    raise ReadOnlyError(
+                        f"{logical} leads into the folder of {prefix}, which is read-only",
+                        logical,
+                    )
         return mount, backend, parts, logical
 
     def _host_root(self, mount: Mount) -> Path:
@@ -305,7 +312,7 @@ class VirtualFS:
     def delete(self, path: str, *, recursive: bool = False) -> None:
         """Delete a file, or a folder (empty unless ``recursive``). A symlink is deleted as
         itself, never its target."""
-        mount, backend, parts, logical = self._writable(path)
+        mount, backend, parts, logical = self._writable(path, removes=True)
         if not parts:
             raise SandboxError(f"{logical} is the mount {mount.prefix} itself", logical)
         with self._locked(logical):
@@ -314,8 +321,8 @@ class VirtualFS:
     @_names_the_path
     def move(self, source: str, target: str, *, overwrite: bool = False) -> None:
         """Move or rename a file or folder; across mounts files are copied, then deleted."""
-        _, src_backend, src_parts, src = self._writable(source)
-        _, dst_backend, dst_parts, dst = self._writable(target)
+        _, src_backend, src_parts, src = self._writable(source, removes=True)
+        _, dst_backend, dst_parts, dst = self._writable(target, removes=overwrite)
         first, second = sorted((src, dst))  # always the same order: two moves cannot deadlock
         with self._locked(first), self._locked(second) if second != first else _nothing():
             if src_backend is dst_backend:

@@ -848,6 +848,45 @@ def test_nested_read_only_mount_cannot_be_changed_through_a_link(
 
 
 @pytest.mark.parametrize("kind", ["host", "overlay"])
+def test_a_folder_holding_a_read_only_mount_cannot_be_removed(kind: str, tmp_path: Path) -> None:
+    """OWN: /userinput is a read-only mount of <workspace>/inbox/in. Deleting or moving away
+    <workspace>/inbox from the writable /workspace would take /userinput's files with it, so
+    it is refused; changes beside it, and removing a link that points at it, still work."""
+    ws = tmp_path / "workspace"
+    (ws / "inbox" / "in").mkdir(parents=True)
+    (ws / "inbox" / "in" / "given.txt").write_text("given")
+    (ws / "inbox" / "notes.txt").write_text("notes")
+    (ws / "other").mkdir()
+    os.symlink("inbox", ws / "inbox_link")
+    fs = VirtualFS(
+        [
+            Mount("/workspace", ws, overlay=kind == "overlay"),
+            Mount("/userinput", ws / "inbox" / "in", read_only=True),
+        ]
+    )
+    with fs:
+        refused = [
+            lambda: fs.delete("inbox", recursive=True),
+            lambda: fs.move("inbox", "elsewhere"),
+            lambda: fs.move("inbox_link/in", "taken"),
+            lambda: fs.move("other", "inbox", overwrite=True),
+        ]
+        for attempt in refused:
+            with pytest.raises(ReadOnlyError, match="/userinput"):
+                attempt()
+        # what must keep working
+        fs.write_text("inbox/notes.txt", "changed")
+        fs.move("inbox/notes.txt", "other/notes.txt")
+        fs.delete("inbox_link")
+        fs.delete("other", recursive=True)
+        fs.commit()
+        assert fs.read_text("/userinput/given.txt") == "given"
+    assert (ws / "inbox" / "in" / "given.txt").read_text() == "given"
+    assert not (ws / "inbox_link").is_symlink()
+    assert not (ws / "other").exists()
+
+
+@pytest.mark.parametrize("kind", ["host", "overlay"])
 @pytest.mark.parametrize(
     "path",
     ["link_out_abs", "link_out_dir_abs/secret.txt", "link_evil/evil.txt", "dangling_out_abs"],
