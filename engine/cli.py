@@ -36,11 +36,55 @@ _STATUS_STYLE = {
 }
 
 
+# Below this width the eight columns cannot all be read; the narrow layout folds them into four
+# that wrap instead.
+_WIDE = 110
+
+
+def _cells(n: int, step: DemoStep) -> tuple[str, str, str, str, str, str] | None:
+    """(decision, status, tries, time, result, label) of one finished step, marked up."""
+    result = step.result
+    if result is None:
+        return None
+    style = _STATUS_STYLE.get(result.status, "")
+    status = f"[{style}]{result.status}[/]"
+    if not step.as_expected:
+        status += f" [bold red](expected {step.expected})[/]"
+    decision = "-"
+    if result.decision is not None:
+        decision = result.decision.effect.value
+        if result.decision.rule:
+            decision += f" · {result.decision.rule}"
+    shown = result.text.replace("\n", " ")
+    if step.chunks:
+        shown = f"[{step.chunks} chunks] {shown}"
+    took = f"{result.duration_s * 1000:.0f} ms"
+    return decision, status, str(result.attempts), took, shown[:200], step.label
+
+
 def _table(steps: list[DemoStep], width: int) -> Table:
+    table = Table(title="Stockade demo: an untrusted agent's session", title_justify="left")
+    if width < _WIDE:
+        table.add_column("#", justify="right", style="dim", no_wrap=True)
+        table.add_column("what the agent did · tool", ratio=2)
+        table.add_column("decision · status · tries · time", ratio=2)
+        table.add_column("result", ratio=3, overflow="fold")
+        for n, step in enumerate(steps, 1):
+            cells = _cells(n, step)
+            if cells is None:
+                continue
+            decision, status, tries, took, shown, label = cells
+            tool = step.result.tool if step.result else ""
+            table.add_row(
+                str(n),
+                f"{label}\n[cyan]{tool}[/]",
+                f"{decision}\n{status} · {tries} · {took}",
+                shown[:120],
+            )
+        return table
     # The fixed columns take about 96 characters; the two text columns share the rest, so
     # rich never has to squeeze the short columns (which it does by hiding them).
     spare = max(24, width - 96)
-    table = Table(title="Stockade demo: an untrusted agent's session", title_justify="left")
     table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column(
         "what the agent did", no_wrap=True, overflow="ellipsis", max_width=spare * 2 // 5
@@ -52,31 +96,12 @@ def _table(steps: list[DemoStep], width: int) -> Table:
     table.add_column("time", justify="right", no_wrap=True)
     table.add_column("result", no_wrap=True, overflow="ellipsis", max_width=spare * 3 // 5)
     for n, step in enumerate(steps, 1):
-        result = step.result
-        if result is None:
+        cells = _cells(n, step)
+        if cells is None:
             continue
-        style = _STATUS_STYLE.get(result.status, "")
-        status = f"[{style}]{result.status}[/]"
-        if not step.as_expected:
-            status += f" [bold red](expected {step.expected})[/]"
-        decision = "-"
-        if result.decision is not None:
-            decision = result.decision.effect.value
-            if result.decision.rule:
-                decision += f" · {result.decision.rule}"
-        shown = result.text.replace("\n", " ")
-        if step.chunks:
-            shown = f"[{step.chunks} chunks] {shown}"
-        table.add_row(
-            str(n),
-            step.label,
-            result.tool,
-            decision,
-            status,
-            str(result.attempts),
-            f"{result.duration_s * 1000:.0f} ms",
-            shown[:200],
-        )
+        decision, status, tries, took, shown, label = cells
+        tool = step.result.tool if step.result else ""
+        table.add_row(str(n), label, tool, decision, status, tries, took, shown)
     return table
 
 

@@ -22,13 +22,13 @@ def _stockade() -> str:
     return found
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
+def _run(*args: str, columns: int = 160) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [_stockade(), *args],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "COLUMNS": "160"},
+        env={**os.environ, "COLUMNS": str(columns)},
     )
 
 
@@ -38,6 +38,16 @@ def test_demo_runs_every_step_as_expected_and_exits_zero() -> None:
     assert "every call ended as expected" in done.stdout
     for status in ("ok", "error", "denied", "timeout"):
         assert status in done.stdout
+
+
+def test_demo_in_a_narrow_terminal_still_shows_every_tool_and_status() -> None:
+    """At 80 columns (also what a pipe gets) the wide table would cut every cell to a few
+    letters; the narrow layout wraps instead, so whole tool names and outcomes stay readable."""
+    done = _run("demo", columns=80)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80
+    for shown in ("read_text_file", "fetch_status", "deny · dangerous-path", "timeout · 1"):
+        assert shown in done.stdout, shown
 
 
 def test_demo_json_reports_each_call_with_its_result() -> None:
