@@ -10,7 +10,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import typer
 from rich.console import Console
@@ -41,8 +41,19 @@ _STATUS_STYLE = {
 _WIDE = 110
 
 
-def _cells(n: int, step: DemoStep) -> tuple[str, str, str, str, str, str] | None:
-    """(decision, status, tries, time, result, label) of one finished step, marked up."""
+class _Row(NamedTuple):
+    """One finished step, marked up for the table."""
+
+    label: str
+    tool: str
+    decision: str
+    status: str
+    tries: str
+    took: str
+    result: str
+
+
+def _row(step: DemoStep) -> _Row | None:
     result = step.result
     if result is None:
         return None
@@ -59,49 +70,43 @@ def _cells(n: int, step: DemoStep) -> tuple[str, str, str, str, str, str] | None
     if step.chunks:
         shown = f"[{step.chunks} chunks] {shown}"
     took = f"{result.duration_s * 1000:.0f} ms"
-    return decision, status, str(result.attempts), took, shown[:200], step.label
+    return _Row(step.label, result.tool, decision, status, str(result.attempts), took, shown)
 
 
 def _table(steps: list[DemoStep], width: int) -> Table:
     table = Table(title="Stockade demo: an untrusted agent's session", title_justify="left")
-    if width < _WIDE:
-        table.add_column("#", justify="right", style="dim", no_wrap=True)
+    narrow = width < _WIDE
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
+    if narrow:
         table.add_column("what the agent did · tool", ratio=2)
         table.add_column("decision · status · tries · time", ratio=2)
         table.add_column("result", ratio=3, overflow="fold")
-        for n, step in enumerate(steps, 1):
-            cells = _cells(n, step)
-            if cells is None:
-                continue
-            decision, status, tries, took, shown, label = cells
-            tool = step.result.tool if step.result else ""
+    else:
+        # The fixed columns take about 96 characters; the two text columns share the rest, so
+        # rich never has to squeeze the short columns (which it does by hiding them).
+        spare = max(24, width - 96)
+        table.add_column(
+            "what the agent did", no_wrap=True, overflow="ellipsis", max_width=spare * 2 // 5
+        )
+        table.add_column("tool", style="cyan", no_wrap=True)
+        table.add_column("decision · rule", no_wrap=True, overflow="ellipsis", max_width=30)
+        table.add_column("status", no_wrap=True)
+        table.add_column("tries", justify="right", no_wrap=True)
+        table.add_column("time", justify="right", no_wrap=True)
+        table.add_column("result", no_wrap=True, overflow="ellipsis", max_width=spare * 3 // 5)
+    for n, step in enumerate(steps, 1):
+        row = _row(step)
+        if row is None:
+            continue
+        if narrow:
             table.add_row(
                 str(n),
-                f"{label}\n[cyan]{tool}[/]",
-                f"{decision}\n{status} · {tries} · {took}",
-                shown[:120],
+                f"{row.label}\n[cyan]{row.tool}[/]",
+                f"{row.decision}\n{row.status} · {row.tries} · {row.took}",
+                row.result[:120],
             )
-        return table
-    # The fixed columns take about 96 characters; the two text columns share the rest, so
-    # rich never has to squeeze the short columns (which it does by hiding them).
-    spare = max(24, width - 96)
-    table.add_column("#", justify="right", style="dim", no_wrap=True)
-    table.add_column(
-        "what the agent did", no_wrap=True, overflow="ellipsis", max_width=spare * 2 // 5
-    )
-    table.add_column("tool", style="cyan", no_wrap=True)
-    table.add_column("decision · rule", no_wrap=True, overflow="ellipsis", max_width=30)
-    table.add_column("status", no_wrap=True)
-    table.add_column("tries", justify="right", no_wrap=True)
-    table.add_column("time", justify="right", no_wrap=True)
-    table.add_column("result", no_wrap=True, overflow="ellipsis", max_width=spare * 3 // 5)
-    for n, step in enumerate(steps, 1):
-        cells = _cells(n, step)
-        if cells is None:
-            continue
-        decision, status, tries, took, shown, label = cells
-        tool = step.result.tool if step.result else ""
-        table.add_row(str(n), label, tool, decision, status, tries, took, shown)
+        else:
+            table.add_row(str(n), *row[:6], row.result[:200])
     return table
 
 

@@ -1,10 +1,14 @@
-"""Helpers shared by the engine tests."""
+"""Helpers shared by the tests."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import os
+import stat
 from collections.abc import Callable
+from pathlib import Path
 
 from engine import Engine, ToolCall, ToolChunk
 
@@ -23,3 +27,39 @@ async def collect(engine: Engine, call: ToolCall) -> list[ToolChunk]:
         async for chunk in stream:
             chunks.append(chunk)
     return chunks
+
+
+def snapshot(root: Path, *, skip: Path | None = None) -> dict[str, tuple[object, ...]]:
+    """Every entry under ``root`` (but ``skip`` and what is below it), to compare before and
+    after: kind, size, mtime, mode, content hash or link text."""
+    found: dict[str, tuple[object, ...]] = {}
+    for folder, dirs, files in os.walk(root):
+        if skip is not None and Path(folder) == skip:
+            dirs.clear()
+            continue
+        for name in [*dirs, *files]:
+            path = Path(folder) / name
+            if skip is not None and path == skip:
+                continue
+            info = path.lstat()
+            key = str(path.relative_to(root))
+            if stat.S_ISLNK(info.st_mode):
+                found[key] = ("link", os.readlink(path))
+            elif stat.S_ISREG(info.st_mode):
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                found[key] = ("file", info.st_size, info.st_mtime_ns, info.st_mode, digest)
+            elif stat.S_ISDIR(info.st_mode):
+                found[key] = ("dir", info.st_mode, info.st_mtime_ns)
+            else:
+                found[key] = ("other", info.st_mode)
+    return found
+
+
+def stray_temp_files(root: Path) -> list[str]:
+    """Temporary or backup files the sandbox left behind."""
+    return [
+        str(Path(folder, name))
+        for folder, dirs, files in os.walk(root)
+        for name in [*dirs, *files]
+        if ".stockade-" in name
+    ]

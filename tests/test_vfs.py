@@ -6,7 +6,6 @@ review (changes with diffs), discard and all-or-nothing commit."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shutil
@@ -17,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support import snapshot, stray_temp_files
 
 from sandbox import (
     Change,
@@ -46,36 +46,6 @@ def make_fs(kind: str, root: Path, **options: object) -> VirtualFS:
     else:
         mount = Mount("/workspace", root, overlay=kind == "overlay")
     return VirtualFS([mount], **options)  # type: ignore[arg-type]
-
-
-def snapshot(root: Path) -> dict[str, tuple[object, ...]]:
-    """Every entry under ``root``: kind, size, mtime, mode, content hash or link text."""
-    found: dict[str, tuple[object, ...]] = {}
-    for folder, dirs, files in os.walk(root):
-        for name in [*dirs, *files]:
-            path = Path(folder) / name
-            info = path.lstat()
-            key = str(path.relative_to(root))
-            if stat.S_ISLNK(info.st_mode):
-                found[key] = ("link", os.readlink(path))
-            elif stat.S_ISREG(info.st_mode):
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
-                found[key] = ("file", info.st_size, info.st_mtime_ns, info.st_mode, digest)
-            elif stat.S_ISDIR(info.st_mode):
-                found[key] = ("dir", info.st_mode)
-            else:
-                found[key] = ("other", info.st_mode)
-    return found
-
-
-def stray_temp_files(root: Path) -> list[str]:
-    """Temporary or backup files the sandbox left behind."""
-    return [
-        str(Path(folder, name))
-        for folder, dirs, files in os.walk(root)
-        for name in [*dirs, *files]
-        if ".stockade-" in name
-    ]
 
 
 def open_fds() -> int:

@@ -32,10 +32,8 @@ import contextlib
 import ctypes
 import dataclasses
 import errno
-import hashlib
 import os
 import shutil
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -46,6 +44,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import snapshot, stray_temp_files
 
 import sandbox.hostroot
 from sandbox import (
@@ -194,39 +193,6 @@ def make_fs(kind: str, layout: Layout) -> VirtualFS:
         fs.write_bytes(BIG, b"B" * (MAX_FILE + 1))
         fs.max_file_bytes = MAX_FILE
     return fs
-
-
-def snapshot(root: Path, *, skip: Path | None = None) -> dict[str, tuple[object, ...]]:
-    """Every entry under ``root`` (but ``skip``): kind, size, mtime, content hash or link text."""
-    found: dict[str, tuple[object, ...]] = {}
-    for folder, dirs, files in os.walk(root):
-        if skip is not None and Path(folder) == skip:
-            dirs.clear()
-            continue
-        for name in [*dirs, *files]:
-            path = Path(folder) / name
-            if skip is not None and path == skip:
-                continue
-            info = path.lstat()
-            key = str(path.relative_to(root))
-            if stat.S_ISLNK(info.st_mode):
-                found[key] = ("link", os.readlink(path))
-            elif stat.S_ISREG(info.st_mode):
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
-                found[key] = ("file", info.st_size, info.st_mtime_ns, digest)
-            else:
-                found[key] = ("dir", info.st_mtime_ns)
-    return found
-
-
-def stray_temp_files(root: Path) -> list[str]:
-    """Temporary or backup files the sandbox left behind."""
-    return [
-        str(Path(folder, name))
-        for folder, dirs, files in os.walk(root)
-        for name in [*dirs, *files]
-        if ".stockade-" in name
-    ]
 
 
 def names_path(message: str, *paths: str) -> bool:
