@@ -1120,8 +1120,8 @@ def test_swapping_a_folder_for_a_link_out_never_escapes(
         for thread in workers:
             thread.join(30)
     assert not failures, failures[:5]
-    assert outcomes["ok"] + outcomes["refused"] >= 1000
-    assert swaps[0] > 50, "the swapper did not run"
+    assert outcomes["ok"] + outcomes["refused"] >= 3000
+    assert swaps[0] > 1000, "the swapper hardly ran"
     assert outcomes["ok"] > 0, outcomes
     assert outcomes["refused"] > 0, outcomes
     assert not (out / "victim.txt").exists()
