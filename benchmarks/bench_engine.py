@@ -18,15 +18,15 @@ Figures (medians over rounds; each round times many back-to-back calls):
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
-import json
 import statistics
 import sys
 from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Any
+
+import options
 
 from engine import Engine, ToolCall, Toolkit, tool
 
@@ -189,18 +189,12 @@ async def run(quick: bool) -> list[dict[str, Any]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="few rounds: a smoke run")
-    parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
-    args = parser.parse_args()
+    args = options.parse(__doc__)
     rows = asyncio.run(run(args.quick))
     if args.json:
-        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        options.print_json(rows)
         return 0
-    quick = ", quick" if args.quick else ""
-    print(f"Stockade engine benchmark (Python {sys.version.split()[0]}{quick})")
+    print(options.title("engine", args.quick))
     print(f"{'measure':40} {'value':>10} {'unit':10} {'ratio':>7}  {'target':20} met")
     for r in rows:
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}x"

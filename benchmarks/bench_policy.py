@@ -17,15 +17,15 @@ sampled at the larger sizes.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
-import json
 import random
 import statistics
 import sys
 from time import perf_counter
 from typing import Any
+
+import options
 
 from engine import Engine, ToolCall, Toolkit
 from policies import Policy, Request
@@ -192,18 +192,12 @@ def run(quick: bool) -> list[dict[str, Any]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="few rounds: a smoke run")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args()
+    args = options.parse(__doc__)
     rows = run(args.quick)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        options.print_json(rows)
         return 0
-    quick = ", quick" if args.quick else ""
-    print(f"Stockade policy benchmark (Python {sys.version.split()[0]}{quick})")
+    print(options.title("policy", args.quick))
     header = ("rules", "compiled µs", "(mean)", "cached µs", "casbin µs", "speed-up", "load ms")
     print("{:>7} {:>12} {:>8} {:>10} {:>12} {:>9} {:>8}".format(*header))
     for row in rows[:-1]:

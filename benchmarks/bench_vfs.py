@@ -22,8 +22,6 @@ Figures are medians over rounds of many operations, in a temporary folder on the
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import sys
@@ -32,6 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from time import perf_counter
 from typing import Any
+
+import options
 
 from sandbox import Mount, VirtualFS, openat2_available
 
@@ -162,19 +162,13 @@ def run(quick: bool) -> list[dict[str, Any]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="few rounds: a smoke run")
-    parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
-    args = parser.parse_args()
+    args = options.parse(__doc__)
     rows = run(args.quick)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        options.print_json(rows)
         return 0
-    quick = ", quick" if args.quick else ""
     resolver = "openat2" if openat2_available() else "descriptor walk"
-    print(f"Stockade VFS benchmark (Python {sys.version.split()[0]}, {resolver}{quick})")
+    print(options.title("VFS", args.quick, resolver))
     header = ("measure", "stockade µs", "baseline µs", "ratio", "target", "met")
     print("{:30} {:>12} {:>12} {:>7}  {:8} {}".format(*header))
     for r in rows:
