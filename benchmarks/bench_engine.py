@@ -188,21 +188,14 @@ async def run(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> int:
-    args = options.parse(__doc__)
-    rows = asyncio.run(run(args.quick))
-    if args.json:
-        options.print_json(rows)
-        return 0
-    print(options.title("engine", args.quick))
+def table(rows: list[dict[str, Any]]) -> None:
     print(f"{'measure':40} {'value':>10} {'unit':10} {'ratio':>7}  {'target':20} met")
     for r in rows:
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}x"
         met = "yes" if r["meets_target"] else "NO"
         value = f"{r['value']:>10.2f}"
         print(f"{r['measure']:40} {value} {r['unit']:10} {ratio:>7}  {r['target']:20} {met}")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(options.main(__doc__, "engine", lambda quick: asyncio.run(run(quick)), table))

@@ -191,13 +191,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> int:
-    args = options.parse(__doc__)
-    rows = run(args.quick)
-    if args.json:
-        options.print_json(rows)
-        return 0
-    print(options.title("policy", args.quick))
+def table(rows: list[dict[str, Any]]) -> None:
     header = ("rules", "compiled µs", "(mean)", "cached µs", "casbin µs", "speed-up", "load ms")
     print("{:>7} {:>12} {:>8} {:>10} {:>12} {:>9} {:>8}".format(*header))
     for row in rows[:-1]:
@@ -218,8 +212,7 @@ def main() -> int:
         f"(direct call {summary['direct_call_us']:.3f} µs; target <= 10 µs: "
         f"{'met' if targets['engine_call_le_10us'] else 'NOT met'})"
     )
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(options.main(__doc__, "policy", run, table))

@@ -161,14 +161,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> int:
-    args = options.parse(__doc__)
-    rows = run(args.quick)
-    if args.json:
-        options.print_json(rows)
-        return 0
-    resolver = "openat2" if openat2_available() else "descriptor walk"
-    print(options.title("VFS", args.quick, resolver))
+def table(rows: list[dict[str, Any]]) -> None:
     header = ("measure", "stockade µs", "baseline µs", "ratio", "target", "met")
     print("{:30} {:>12} {:>12} {:>7}  {:8} {}".format(*header))
     for r in rows:
@@ -179,8 +172,11 @@ def main() -> int:
             f"{r['measure']:30} {ours:>12} {r['baseline_us']:>12.2f} "
             f"{ratio:>7}  {r['target']:8} {met if r['ratio'] is not None else ''}"
         )
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(
+        options.main(
+            __doc__, "VFS", run, table, "openat2" if openat2_available() else "descriptor walk"
+        )
+    )

@@ -6,6 +6,8 @@ The error classes also derive from the matching built-in exceptions (a missing f
 
 from __future__ import annotations
 
+import errno
+
 
 class SandboxError(Exception):
     """Base of every error the sandbox raises on purpose. ``path`` is the logical path."""
@@ -46,3 +48,34 @@ class ExistsError(SandboxError, FileExistsError):
 
 class NotTextError(SandboxError, ValueError):
     """A file read as text is not UTF-8 text."""
+
+
+def from_os_error(
+    exc: OSError, name: str, *, want_dir: bool = False, folder: bool = False
+) -> SandboxError:
+    """The sandbox error for an OS error on the logical path ``name`` (host and memory mounts
+    alike). ``want_dir``: a folder was asked for; ``folder``: ``name`` is a folder on the way."""
+    code = exc.errno
+    if code == errno.ENOENT:
+        return NotFoundError(f"{'folder ' if folder else ''}{name} does not exist", name)
+    if code == errno.ELOOP:
+        return PathEscapeError(
+            f"{name} is a symbolic link that changed while it was being opened, or leads in "
+            "a loop; the operation was stopped",
+            name,
+        )
+    if code == errno.ENOTDIR:
+        return NotADirectoryError_(
+            f"{name} is a file, not a folder" if want_dir else f"{name} is not a folder", name
+        )
+    if code == errno.EISDIR:
+        return IsADirectoryError_(f"{name} is a folder, not a file", name)
+    if code == errno.ENOTEMPTY:
+        return SandboxError(f"folder {name} is not empty; delete what is in it first", name)
+    if code == errno.EEXIST:
+        return ExistsError(f"{name} already exists", name)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return QuotaError(f"no space left to write {name}", name)
+    if code == errno.ENAMETOOLONG:
+        return PathEscapeError(f"{name} is too long for the file system", name)
+    return SandboxError(f"{name}: {exc.strerror}", name)

@@ -9,7 +9,6 @@ outside the mount is replaced, not written through.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
 import stat
@@ -19,10 +18,9 @@ from sandbox.errors import (
     ExistsError,
     IsADirectoryError_,
     NotADirectoryError_,
-    NotFoundError,
-    PathEscapeError,
     QuotaError,
     SandboxError,
+    from_os_error,
 )
 from sandbox.hostroot import HostRoot
 from sandbox.mounts import FileInfo, Kind
@@ -87,7 +85,7 @@ class HostBackend:
         except OSError as exc:
             if isinstance(exc, SandboxError):
                 raise
-            raise self._error(exc, parts) from None
+            raise from_os_error(exc, self.name(parts)) from None
         info = os.fstat(fd)
         mode = info.st_mode
         if stat.S_ISREG(mode):
@@ -118,7 +116,7 @@ class HostBackend:
                 name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
             )
         except OSError as exc:
-            raise self._error(exc, parts, want_dir=True) from None
+            raise from_os_error(exc, self.name(parts), want_dir=True) from None
         finally:
             os.close(dir_fd)
 
@@ -138,7 +136,7 @@ class HostBackend:
             try:
                 info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except OSError as exc:
-                raise self._error(exc, parts) from None
+                raise from_os_error(exc, self.name(parts)) from None
             finally:
                 os.close(dir_fd)
         kind: Kind = (
@@ -177,7 +175,7 @@ class HostBackend:
             except FileNotFoundError:
                 mode = 0o644 if mode is None else mode
             except OSError as exc:
-                raise self._error(exc, parts) from None
+                raise from_os_error(exc, self.name(parts)) from None
             else:
                 if stat.S_ISDIR(current.st_mode):
                     raise IsADirectoryError_(
@@ -200,7 +198,7 @@ class HostBackend:
                 dir_fd=dir_fd,
             )
         except OSError as exc:
-            raise self._error(exc, parts) from None
+            raise from_os_error(exc, self.name(parts)) from None
         try:
             try:
                 os.fchmod(fd, mode)  # exactly these bits: the umask must not change them
@@ -216,7 +214,7 @@ class HostBackend:
             with contextlib.suppress(OSError):
                 os.unlink(temp, dir_fd=dir_fd)
             if isinstance(exc, OSError):
-                raise self._error(exc, parts) from None
+                raise from_os_error(exc, self.name(parts)) from None
             raise
         if self.durable:  # the rename itself must survive a crash too
             folder = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
@@ -238,7 +236,7 @@ class HostBackend:
                         f"{self.name(parts[:depth])} is a file, not a folder", self.name(parts)
                     ) from None
             except OSError as exc:
-                raise self._error(exc, parts[:depth]) from None
+                raise from_os_error(exc, self.name(parts[:depth])) from None
             finally:
                 os.close(dir_fd)
 
@@ -259,7 +257,7 @@ class HostBackend:
             else:
                 os.unlink(name, dir_fd=dir_fd)
         except OSError as exc:
-            raise self._error(exc, parts) from None
+            raise from_os_error(exc, self.name(parts)) from None
         finally:
             os.close(dir_fd)
 
@@ -282,38 +280,11 @@ class HostBackend:
             except OSError as exc:
                 if isinstance(exc, SandboxError):
                     raise
-                raise self._error(exc, source) from None
+                raise from_os_error(exc, self.name(source)) from None
             finally:
                 os.close(dst_fd)
         finally:
             os.close(src_fd)
-
-    def _error(self, exc: OSError, parts: list[str], *, want_dir: bool = False) -> SandboxError:
-        name = self.name(parts)
-        code = exc.errno
-        if code == errno.ENOENT:
-            return NotFoundError(f"{name} does not exist", name)
-        if code == errno.ELOOP:
-            return PathEscapeError(
-                f"{name} is a symbolic link that changed while it was being opened, or leads in "
-                "a loop; the operation was stopped",
-                name,
-            )
-        if code == errno.ENOTDIR:
-            return NotADirectoryError_(
-                f"{name} is a file, not a folder" if want_dir else f"{name} is not a folder", name
-            )
-        if code == errno.EISDIR:
-            return IsADirectoryError_(f"{name} is a folder, not a file", name)
-        if code == errno.ENOTEMPTY:
-            return SandboxError(f"folder {name} is not empty; delete what is in it first", name)
-        if code == errno.EEXIST:
-            return ExistsError(f"{name} already exists", name)
-        if code in (errno.ENOSPC, errno.EDQUOT):
-            return QuotaError(f"no space left to write {name}", name)
-        if code == errno.ENAMETOOLONG:
-            return PathEscapeError(f"{name} is too long for the file system", name)
-        return SandboxError(f"{name}: {exc.strerror}", name)
 
 
 def _exists(dir_fd: int, name: str) -> bool:

@@ -26,7 +26,13 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox.errors import NotADirectoryError_, NotFoundError, PathEscapeError, SandboxError
+from sandbox.errors import (
+    NotADirectoryError_,
+    NotFoundError,
+    PathEscapeError,
+    SandboxError,
+    from_os_error,
+)
 
 _O_PATH = getattr(os, "O_PATH", 0)
 _DIR_FLAGS = _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
@@ -115,7 +121,7 @@ class HostRoot:
                 )
             except OSError as exc:
                 if exc.errno not in (errno.EXDEV, errno.ELOOP):
-                    raise self._translate(exc, parts[:-1]) from None
+                    raise from_os_error(exc, self._name(parts[:-1]), folder=True) from None
                 # an escape attempt, or an absolute link back inside: let the walk decide
             else:
                 name = parts[-1]
@@ -175,7 +181,7 @@ class HostRoot:
                 except OSError as exc:
                     if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
                         raise self._changed([*done, name], parts) from None
-                    raise self._translate(exc, [*done, name]) from None
+                    raise from_os_error(exc, self._name([*done, name]), folder=True) from None
                 os.close(fd)
                 fd = child
                 done.append(name)
@@ -220,16 +226,6 @@ class HostRoot:
             else:
                 resolved.append(part)
         return resolved
-
-    def _translate(self, exc: OSError, parts: list[str]) -> SandboxError:
-        name = self._name(parts)
-        if exc.errno == errno.ENOENT:
-            return NotFoundError(f"folder {name} does not exist", name)
-        if exc.errno == errno.ENOTDIR:
-            return NotADirectoryError_(f"{name} is not a folder", name)
-        if exc.errno == errno.ENAMETOOLONG:
-            return PathEscapeError(f"{name} is too long for the file system", name)
-        return SandboxError(f"cannot open {name}: {exc.strerror}", name)
 
     def open(self, parts: list[str], flags: int) -> int:
         """Open an existing entry beneath the root (``O_NOFOLLOW`` is added: a final symlink is

@@ -8,7 +8,6 @@ resolve lexically; a lock makes each operation atomic with respect to the others
 
 from __future__ import annotations
 
-import errno
 import stat
 import threading
 from pathlib import Path
@@ -22,9 +21,9 @@ from sandbox.errors import (
     ExistsError,
     IsADirectoryError_,
     NotADirectoryError_,
-    NotFoundError,
     QuotaError,
     SandboxError,
+    from_os_error,
 )
 from sandbox.mounts import FileInfo, Kind
 
@@ -71,7 +70,7 @@ class MemoryBackend:
         try:
             return self._os.stat(self._fake(parts))
         except OSError as exc:
-            raise self._error(exc, parts) from None
+            raise from_os_error(exc, self.name(parts)) from None
 
     def list_dir(self, parts: list[str]) -> list[str]:
         """Names in a folder, sorted."""
@@ -79,7 +78,7 @@ class MemoryBackend:
             try:
                 return sorted(self._os.listdir(self._fake(parts)))
             except OSError as exc:
-                raise self._error(exc, parts, want_dir=True) from None
+                raise from_os_error(exc, self.name(parts), want_dir=True) from None
 
     def stat(self, parts: list[str]) -> FileInfo:
         """Kind, size, time and mode."""
@@ -148,7 +147,7 @@ class MemoryBackend:
                 else:
                     self._os.remove(path)
             except OSError as exc:
-                raise self._error(exc, parts) from None
+                raise from_os_error(exc, self.name(parts)) from None
 
     def rename(self, source: list[str], target: list[str], *, overwrite: bool) -> None:
         """Move within the mount."""
@@ -165,16 +164,4 @@ class MemoryBackend:
             try:
                 self._os.replace(self._fake(source), self._fake(target))
             except OSError as exc:
-                raise self._error(exc, source) from None
-
-    def _error(self, exc: OSError, parts: list[str], *, want_dir: bool = False) -> SandboxError:
-        name = self.name(parts)
-        if exc.errno == errno.ENOENT:
-            return NotFoundError(f"{name} does not exist", name)
-        if exc.errno == errno.ENOTDIR:
-            return NotADirectoryError_(f"{name} is not a folder", name)
-        if exc.errno == errno.EISDIR:
-            return IsADirectoryError_(f"{name} is a folder, not a file", name)
-        if exc.errno == errno.ENOTEMPTY:
-            return SandboxError(f"folder {name} is not empty; delete what is in it first", name)
-        return SandboxError(f"{name}: {exc.strerror}", name)
+                raise from_os_error(exc, self.name(source)) from None

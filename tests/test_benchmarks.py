@@ -1,4 +1,4 @@
-"""The benchmark script keeps working (its numbers are reported, never asserted in tests)."""
+"""The benchmark scripts keep working (its numbers are reported, never asserted in tests)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,25 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_engine_benchmark_quick_run_reports_every_measure() -> None:
+def quick_json(script: str) -> Any:
+    """What ``benchmarks/<script> --quick --json`` prints, parsed; the run must succeed."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_engine.py"), "--quick", "--json"],
+        [sys.executable, str(ROOT / "benchmarks" / script), "--quick", "--json"],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    rows = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_engine_benchmark_quick_run_reports_every_measure() -> None:
+    rows = quick_json("bench_engine.py")
     measures = [r["measure"] for r in rows]
     assert measures == [
         "direct await of the function",
@@ -33,14 +39,7 @@ def test_engine_benchmark_quick_run_reports_every_measure() -> None:
 
 
 def test_policy_benchmark_quick_run_reports_every_size_and_the_engine_figure() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_policy.py"), "--quick", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    rows = json.loads(done.stdout)
+    rows = quick_json("bench_policy.py")
     assert [r["rules"] for r in rows[:-1]] == [10, 1000, 10_000]
     assert all(r["compiled_us"] > 0 and r["casbin_us"] > 0 for r in rows[:-1])
     summary = rows[-1]
@@ -53,14 +52,7 @@ def test_policy_benchmark_quick_run_reports_every_size_and_the_engine_figure() -
 
 
 def test_vfs_benchmark_quick_run_reports_reads_writes_and_listing() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_vfs.py"), "--quick", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    rows = {r["measure"]: r for r in json.loads(done.stdout)}
+    rows = {r["measure"]: r for r in quick_json("bench_vfs.py")}
     for measure in (
         "read 4 KiB",
         "write 4 KiB, atomic",
