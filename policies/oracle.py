@@ -91,6 +91,8 @@ def target_match(request_target: str, rule_target: str) -> bool:
         return request_target.startswith("path:") and wcmatch_paths(
             request_target[5:], patterns, folded=kind == "ipath"
         )
+    if kind == "danger":
+        return False  # the dangerous-command list is checked beside casbin, on the whole line
     if kind == "cmd":
         command = request_target[4:]
         return request_target.startswith("cmd:") and any(
@@ -127,6 +129,13 @@ def policy_lines(ranked: Iterable[Rule]) -> list[list[str]]:
                         ]
                     )
     return lines
+
+
+def dangerous_commands_line(effect: str, remove: list[str], extend: list[str]) -> list[str]:
+    """The line that carries the dangerous-command list (it never matches an atom: the list is
+    checked on the whole command line, beside casbin)."""
+    target = f"danger:{encode_field(json.dumps({'remove': remove, 'extend': extend}))}"
+    return ["*", "*", "execute", "*", target, effect, "dangerous-command", "dangerous commands"]
 
 
 def grouping_lines(roles: dict[str, list[str]]) -> list[list[str]]:

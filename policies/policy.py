@@ -24,13 +24,14 @@ from typing import Any
 
 import casbin
 
-from policies.commands import sub_commands
 from policies.compiled import CompiledRules
 from policies.dangerous import dangerous_patterns
+from policies.dangerous_commands import BUILT_IN_IDS, DangerousCommands, dangerous_commands
 from policies.decision import Decision, Effect, strictest
 from policies.globs import NamePattern, PathSpec, path_spec
 from policies.oracle import (
     CasbinMatcher,
+    dangerous_commands_line,
     decode_field,
     grouping_lines,
     lines_from_enforcer,
@@ -40,12 +41,23 @@ from policies.oracle import (
 from policies.paths import PathSpellingError, canonical, fold
 from policies.request import Request
 from policies.rules import Atom, Rule, RuleError, compile_rule, role_closure
+from policies.shell import CommandLine, parse_command
 from policies.source import SourceMap
-from policies.spec import DangerousSpec, PolicyError, PolicySpec, Problem, RuleSpec, parse, read
+from policies.spec import (
+    DangerousSpec,
+    PolicyError,
+    PolicySpec,
+    Problem,
+    ProcessSpec,
+    RuleSpec,
+    parse,
+    read,
+)
 
 PRESETS = ("default", "read-only", "strict", "permissive")
 READ_ONLY_RULE = "read-only-mode"
 DANGEROUS_RULE = "dangerous-path"
+DANGEROUS_COMMAND_RULE = "dangerous-command"
 _DECISION_CACHE = 8192
 
 
@@ -75,7 +87,9 @@ class Policy:
         self._dangerous_effect = Effect(spec.dangerous_paths.effect)
         self._decide_cached = lru_cache(maxsize=_DECISION_CACHE)(self.decide_uncached)
         self._tool_dangers = lru_cache(maxsize=256)(_tool_danger_spec)
-        self._sub_commands = lru_cache(maxsize=1024)(sub_commands)
+        self._dangerous_commands = self._compile_dangerous_commands(spec, source, text)
+        self._dangerous_command_effect = Effect(spec.dangerous_commands.effect)
+        self._parse = lru_cache(maxsize=1024)(parse_command)
         self._limits: dict[tuple[str, str], CallLimits] = {}
         self._casbin: CasbinMatcher | None = None
 
@@ -119,6 +133,23 @@ class Policy:
             _spec_from_lines(lines, groups, default=default, shadow=shadow, limits=limits),
             source=source,
         )
+
+    @staticmethod
+    def _compile_dangerous_commands(
+        spec: PolicySpec, source: str, text: str | None
+    ) -> DangerousCommands:
+        dangers = spec.dangerous_commands
+        try:
+            return dangerous_commands(remove=dangers.remove, extend=dangers.extend)
+        except ValueError as exc:
+            raise PolicyError(
+                "invalid policy", [_problem(source, text, ("dangerous_commands",), str(exc))]
+            ) from None
+
+    @property
+    def process(self) -> ProcessSpec:
+        """How commands run under this policy: isolation required or not, network, limits."""
+        return self.spec.process
 
     @staticmethod
     def _compile_rules(spec: PolicySpec, source: str, text: str | None) -> list[Rule]:
@@ -252,29 +283,49 @@ class Policy:
             )
         if request.dangerous_paths:
             best = strictest(best, self._tool_danger(request, atoms))
+        if request.action == "execute" and request.command is not None:
+            best = strictest(best, self._dangerous_command(request.command))
         return self._shadowed(best) if self.shadow else best
 
     def atoms(self, request: Request) -> list[Atom]:
         """The parts of a request rules are matched against: the call, then each path."""
         subject, tool, action, paths, command, read_only, _ = request
         # tuple.__new__ skips the named tuple's keyword handling: this runs on every decision
+        extra: list[tuple[str, str]] = []
         if action == "execute" and command is not None:
-            parts = self._sub_commands(command)
-            if parts is None:  # unreadable: judged without a command, so no command rule allows it
-                atoms = [_new(Atom, (subject, tool, action, read_only, None, None, None))]
-            else:
-                atoms = [
-                    _new(Atom, (subject, tool, action, read_only, None, None, part))
-                    for part in parts
-                ]
+            line = self._parse(command)
+            atoms = [
+                _new(Atom, (subject, tool, action, read_only, None, None, spelling))
+                for spelling in line.spellings()
+            ]
+            if line.opaque or not atoms:
+                # what cannot be read is judged without a command: no command rule allows it
+                atoms.append(_new(Atom, (subject, tool, action, read_only, None, None, None)))
+            extra = [p for p in line.paths() if p not in paths]  # redirections' files
         else:
             atoms = [_new(Atom, (subject, tool, action, read_only, None, None, None))]
-        for path, access in paths:
+        for path, access in (*paths, *extra):
             resolved = path if _looks_canonical(path) else canonical(path)
             atoms.append(
                 _new(Atom, (subject, tool, access, read_only, resolved, fold(resolved), None))
             )
         return atoms
+
+    def _dangerous_command(self, command: str) -> Decision | None:
+        found = self._dangerous_commands.find(self._parse(command))
+        if found is None:
+            return None
+        return Decision(
+            self._dangerous_command_effect,
+            f"{DANGEROUS_COMMAND_RULE}:{found.id}",
+            f"a dangerous command: {found.reason}",
+            "execute",
+            found.command,
+        )
+
+    def command_line(self, command: str) -> CommandLine:
+        """``command`` parsed as bash, as this policy judges it (cached)."""
+        return self._parse(command)
 
     def _tool_danger(self, request: Request, atoms: list[Atom]) -> Decision | None:
         spec = self._tools_dangers(request.dangerous_paths)
@@ -355,8 +406,12 @@ class Policy:
         return self._casbin
 
     def casbin_lines(self) -> list[list[str]]:
-        """casbin policy lines (``p``), in first-match order."""
-        return policy_lines(self._compiled.ranked)
+        """casbin policy lines (``p``), in first-match order, and the dangerous-command list."""
+        dangers = self.spec.dangerous_commands
+        return [
+            *policy_lines(self._compiled.ranked),
+            dangerous_commands_line(dangers.effect, dangers.remove, dangers.extend),
+        ]
 
     def casbin_csv(self) -> str:
         """The policy as casbin's file adapter reads it (``p, ...`` and ``g, ...`` lines)."""
@@ -405,6 +460,9 @@ def _spec_from_lines(
     rules: dict[str, dict[str, Any]] = {}
     data: dict[str, Any] = {"default": default, "shadow": shadow, "limits": dict(limits or {})}
     for sub, tool, act, ro, target, effect, rule_id, reason in (line[:8] for line in lines):
+        if target.startswith("danger:"):
+            data["dangerous_commands"] = {"effect": effect, **json.loads(decode_field(target[7:]))}
+            continue
         tool, rule_id, reason = decode_field(tool), decode_field(rule_id), decode_field(reason)
         rule = rules.setdefault(
             rule_id,
@@ -444,5 +502,7 @@ def _spec_from_lines(
         else:
             user_rules.append(rule)
     data.setdefault("dangerous_paths", {"replace": []})
+    # lines without the list (written by hand, or by an older Stockade) check no commands
+    data.setdefault("dangerous_commands", {"remove": list(BUILT_IN_IDS)})
     data["rules"] = user_rules
     return data

@@ -20,7 +20,10 @@ from policies.request import ACTIONS
 from policies.source import SourceMap
 
 EffectName = Literal["allow", "warn", "ask", "deny"]
-RESERVED_IDS = frozenset({"read-only-mode", "dangerous-path", "path-spelling"})
+RESERVED_IDS = frozenset(
+    {"read-only-mode", "dangerous-path", "dangerous-command", "path-spelling", "require-isolation"}
+)
+RESERVED_PREFIXES = ("dangerous-path:", "dangerous-command:")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,32 @@ class DangerousSpec(_Strict):
     replace: list[str] | None = None
 
 
+class DangerousCommandsSpec(_Strict):
+    """Dangerous commands: the built-in checks (``remove`` drops some by id) plus ``extend``
+    patterns, matched like command rules."""
+
+    effect: EffectName = "ask"
+    extend: list[str] = Field(default_factory=list)
+    remove: list[str] = Field(default_factory=list)
+
+
+class ProcessSpec(_Strict):
+    """How commands run: whether isolation is required, whether the network is reachable, and
+    the limits every process gets (a tool may ask for less, never for more)."""
+
+    require_isolation: bool = Field(
+        default=False,
+        description="Deny tools that run commands when bubblewrap is not available.",
+    )
+    network: bool = Field(default=False, description="Let commands reach the network.")
+    timeout_s: float = Field(default=120.0, gt=0, description="Most wall-clock seconds a run.")
+    memory_mb: int = Field(default=2048, ge=16, description="Resident memory of the tree.")
+    cpu_s: float = Field(default=120.0, gt=0, description="CPU seconds of the whole tree.")
+    max_procs: int = Field(default=256, ge=1, description="Processes alive at once.")
+    output_bytes: int = Field(default=1_000_000, ge=1, description="Output kept per stream.")
+    file_mb: int = Field(default=1024, ge=1, description="Largest file a process may write.")
+
+
 class LimitsSpec(_Strict):
     """How many calls may be in flight, and which tools always run alone."""
 
@@ -140,7 +169,11 @@ class PolicySpec(_Strict):
     shadow: bool = False
     roles: dict[str, list[str]] = Field(default_factory=dict)
     dangerous_paths: DangerousSpec = Field(default_factory=lambda: DangerousSpec())
+    dangerous_commands: DangerousCommandsSpec = Field(
+        default_factory=lambda: DangerousCommandsSpec()
+    )
     limits: LimitsSpec = Field(default_factory=lambda: LimitsSpec())
+    process: ProcessSpec = Field(default_factory=lambda: ProcessSpec())
     rules: list[RuleSpec] = Field(default_factory=list)
 
     @field_validator("roles")
@@ -175,7 +208,7 @@ def parse(data: Mapping[str, Any], *, source: str, text: str | None = None) -> P
     lines = SourceMap(text) if text is not None else None
     for index, rule in enumerate(spec.rules):
         problem = None
-        if rule.id in RESERVED_IDS or rule.id.startswith("dangerous-path:"):
+        if rule.id in RESERVED_IDS or rule.id.startswith(RESERVED_PREFIXES):
             problem = f"rule id {rule.id!r} is reserved for Stockade's own rules; choose another"
         elif rule.id in seen:
             problem = (

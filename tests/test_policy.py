@@ -1430,7 +1430,10 @@ CASBIN_POLICY = {
 
 def test_casbin_lines_are_in_first_match_order() -> None:
     policy = Policy.from_dict(CASBIN_POLICY)
-    lines = policy.casbin_lines()
+    *lines, dangers = policy.casbin_lines()
+    # the last line carries the dangerous-command list, checked beside casbin on whole lines
+    assert dangers[4].startswith("danger:")
+    assert (dangers[5], dangers[6]) == ("ask", "dangerous-command")
     ids = list(dict.fromkeys(line[6] for line in lines))
     assert ids == [
         "read-only-mode",
@@ -1680,7 +1683,7 @@ def test_lint_policy_reads_a_file(tmp_path: Path) -> None:
 # Presets: no errors and no warnings. The one note is documented: the default preset's
 # "workspace-files" allow rule (line 35, its effect) under default allow only names the rule.
 PRESET_LINT = {
-    "default": [("info", 35, "rules.3.effect")],
+    "default": [("info", 38, "rules.3.effect")],
     "read-only": [],
     "strict": [],
     "permissive": [],
