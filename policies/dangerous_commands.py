@@ -56,12 +56,17 @@ def _flags(command: SimpleCommand) -> tuple[set[str], set[str]]:
     return short, long
 
 
+def _has_long(long: set[str], option: str) -> bool:
+    """Whether ``--option`` was given, also as an abbreviation (GNU tools take ``--rec``)."""
+    return any(given and option.startswith(given) for given in long)
+
+
 def _rm_recursive_force(command: SimpleCommand) -> bool:
     if command.name != "rm":
         return False
     short, long = _flags(command)
-    recursive = bool(short & {"r", "R"}) or "recursive" in long
-    return recursive and ("f" in short or "force" in long)
+    recursive = bool(short & {"r", "R"}) or _has_long(long, "recursive")
+    return recursive and ("f" in short or _has_long(long, "force"))
 
 
 def _world_writable(mode: str) -> bool:
@@ -78,7 +83,7 @@ def _chmod_recursive_open(command: SimpleCommand) -> bool:
     if command.name != "chmod":
         return False
     short, long = _flags(command)
-    recursive = "R" in short or "recursive" in long
+    recursive = "R" in short or _has_long(long, "recursive")
     return recursive and any(_world_writable(a) for a in command.args if not a.startswith("-"))
 
 
@@ -97,6 +102,16 @@ def _format(command: SimpleCommand) -> bool:
         "sgdisk",
         "gdisk",
     }
+
+
+def _power(command: SimpleCommand) -> bool:
+    if command.name in {"shutdown", "reboot", "halt", "poweroff"}:
+        return True
+    if command.name == "systemctl":
+        return any(
+            a in {"poweroff", "reboot", "halt", "kexec", "soft-reboot"} for a in command.args
+        )
+    return command.name in {"init", "telinit"} and command.args[:1] in (("0",), ("6",))
 
 
 def _kill_everything(command: SimpleCommand) -> bool:
@@ -130,11 +145,7 @@ BUILT_IN: tuple[Danger, ...] = (
         "chmod -R makes a whole tree writable by everyone",
         _chmod_recursive_open,
     ),
-    Danger(
-        "power",
-        "shuts down or restarts the machine",
-        lambda c: c.name in {"shutdown", "reboot", "halt", "poweroff"},
-    ),
+    Danger("power", "shuts down or restarts the machine", _power),
     Danger("kill-everything", "kills every process it can reach", _kill_everything),
 )
 LINE_CHECKS = ("download-and-run", "dev-tcp")  # judged on the whole line, not one command

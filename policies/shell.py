@@ -214,19 +214,22 @@ class _Reader:
 
     def command(self, node: Node, *, depth: int, via: tuple[str, ...]) -> None:
         assignments: list[str] = []
-        words: list[Word] = []
+        groups: list[list[Node]] = []  # the nodes of each word
         for child in node.named_children:
             if child.type == "variable_assignment":
-                value = self.word_of(child, depth=depth, via=via)
-                assignments.append(value.text)
-            elif child.type == "command_name":
-                words.append(self.word_of(child, depth=depth, via=via))
+                assignments.append(self.word_of(child, depth=depth, via=via).text)
             elif child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
                 self.redirect(child, depth=depth, via=via)
-            elif child.type == "comment":
-                continue
-            else:
-                words.append(self.word_of(child, depth=depth, via=via))
+            elif child.type != "comment":
+                # the grammar splits some words in two ('r'\m); pieces that touch are one word
+                if groups and groups[-1][-1].end_byte == child.start_byte:
+                    groups[-1].append(child)
+                else:
+                    groups.append([child])
+        words = [
+            _join_words([self.word_of(piece, depth=depth, via=via) for piece in group])
+            for group in groups
+        ]
         if not words:
             return  # a bare assignment runs nothing (substitutions in it were walked)
         program = words[0]
@@ -291,10 +294,12 @@ class _Reader:
         operator = ""
         target: Node | None = None
         for child in node.children:
-            if not child.is_named and child.type not in ("file_descriptor",):
+            if child.type == "ERROR":
+                operator += _text(child)  # `<>` is not in the grammar: `<`, then an error `>`
+            elif not child.is_named and target is None:
                 operator += child.type
-            elif child.is_named and child.type != "file_descriptor":
-                target = child
+            elif child.is_named and child.type != "file_descriptor" and target is None:
+                target = child  # the first word; the grammar may glue the next one's fd after it
         if target is None:
             return
         # substitutions inside the target run too

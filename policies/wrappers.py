@@ -66,6 +66,7 @@ _WRAPPERS: dict[str, _Options] = {
     "unshare": _opts("--map-user --map-group --setuid --setgid --wd --root"),
     "nsenter": _opts("-t --target -S --setuid -G --setgid --wd --root"),
     "busybox": _opts(),
+    "coproc": _opts(),
     "strace": _opts("-o -e -p -s -u -E --output"),
     "ltrace": _opts("-o -e -p -s -u"),
     "caffeinate": _opts("-t -w"),
@@ -93,6 +94,10 @@ def unwrap(name: str, args: Sequence[Word]) -> Wrapped | None:
         return _watch(args)
     if name == "flock":
         return _flock(args)
+    if name == "script":
+        return _su(args)  # `script -c STRING` runs STRING with a shell, like `su -c`
+    if name == "parallel":
+        return _parallel(args)
     if name == "nice" and args and _is_number(args[0].text.lstrip("-")) and args[0].static:
         args = args[1:]  # `nice -10 cmd`
     options = _WRAPPERS.get(name)
@@ -163,12 +168,14 @@ def _shell(args: Sequence[Word]) -> Wrapped | None:
 
 
 def _script(args: Sequence[Word], what: str) -> Wrapped:
-    if any(not w.static for w in args):
+    # an unquoted glob in the string is read again as shell, where it is a glob again
+    if any(w.dynamic for w in args):
         return Wrapped(opaque=f"a {what} string known only at run time")
     return Wrapped(scripts=(" ".join(w.text for w in args),))
 
 
 def _su(args: Sequence[Word]) -> Wrapped | None:
+    """``su -c STRING`` (and ``script -c STRING``): STRING is a shell line."""
     for i, word in enumerate(args):
         if word.text in ("-c", "--command") and i + 1 < len(args):
             return _script(args[i + 1 : i + 2], "su -c")
@@ -296,6 +303,25 @@ def _flock(args: Sequence[Word]) -> Wrapped | None:
     if args[i].text in ("-c", "--command"):
         return _script(args[i + 1 : i + 2], "flock -c")
     return Wrapped(runs=(tuple(args[i:]),))
+
+
+_PARALLEL_VALUED = _opts(
+    "-j -n -N -S -a -d -I -L -E --jobs --max-args --sshlogin --arg-file --delimiter "
+    "--timeout --delay --joblog --results --tmpdir --workdir --colsep"
+).valued
+
+
+def _parallel(args: Sequence[Word]) -> Wrapped | None:
+    """GNU parallel runs the words before ``:::`` through a shell, once per argument."""
+    i = 0
+    while i < len(args) and args[i].text.startswith("-") and args[i].text not in (":::", "::::"):
+        i += 2 if args[i].text in _PARALLEL_VALUED else 1
+    end = i
+    while end < len(args) and args[end].text not in (":::", "::::", ":::+"):
+        end += 1
+    if end == i:
+        return None  # commands read from standard input
+    return _script(args[i:end], "parallel")
 
 
 def _is_number(text: str) -> bool:

@@ -1,0 +1,146 @@
+"""The bubblewrap command line that puts a process in a box shaped like the virtual filesystem.
+
+Inside, the process sees: the system folders (``/usr`` and the ``/bin``, ``/lib`` links)
+read-only; a short list of harmless ``/etc`` files (never ``shadow``, ``sudoers`` or package
+manager credentials); the Python installation read-only (so ``run_python`` uses the same
+interpreter and packages); each host mount of the VFS at its logical prefix (``/workspace``),
+read-write or read-only as mounted; a private ``/tmp`` and ``/dev``; its own ``/proc``. It gets
+new user, PID, IPC, UTS, cgroup and (unless allowed) network namespaces, no capabilities, a new
+session (no typing into the caller's terminal), and dies with its parent. Home folders, other
+projects, ``/root``, ``/var`` and the host's ``/tmp`` do not exist there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from sandbox.errors import SandboxError
+from sandbox.logical import normalize, within
+from sandbox.mounts import Mount
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# what programs need from /etc to start, resolve names and check certificates; nothing secret
+ETC_FILES = (
+    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone",
+    "passwd", "group", "nsswitch.conf", "hosts", "host.conf", "resolv.conf", "gai.conf",
+    "protocols", "services", "networks", "ssl", "ca-certificates", "ca-certificates.conf",
+    "pki", "mime.types", "magic", "magic.mime", "os-release", "debian_version", "lsb-release",
+    "locale.alias", "locale.conf", "inputrc", "hostname", "mke2fs.conf", "python3",
+)  # fmt: skip
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True, slots=True)
+class Box:
+    """A bubblewrap command line prefix, the working folder inside, and what the process
+    cannot see (said in the result)."""
+
+    argv: list[str]
+    cwd: str
+    warnings: tuple[str, ...]
+
+
+@lru_cache(maxsize=1)
+def bubblewrap() -> str | None:
+    """The path of a working ``bwrap``, or None: it must be installed and able to create
+    namespaces here (a container may forbid user namespaces). Checked once per process."""
+    found = shutil.which("bwrap")
+    if found is None:
+        return None
+    try:
+        probe = subprocess.run(
+            [found, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return found if probe.returncode == 0 else None
+
+
+def isolation_available() -> bool:
+    """Whether commands can run under bubblewrap on this machine."""
+    return bubblewrap() is not None
+
+
+def python_folders() -> list[str]:
+    """The folders of the running interpreter and its environment, to bind read-only."""
+    folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    folders.add(str(Path(sys.executable).resolve().parent.parent))
+    return sorted(f for f in folders if f and not f.startswith((*SYSTEM_DIRS, "/etc")))
+
+
+def box(
+    mounts: tuple[Mount, ...],
+    cwd: str,
+    *,
+    network: bool,
+    executable: str,
+) -> Box:
+    """The bwrap argv (ending in ``--``) for a process in ``cwd`` (a logical path) that sees
+    ``mounts``. Raises SandboxError when ``cwd`` is not inside a host mount."""
+    cwd = normalize(cwd)
+    argv = [
+        executable,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "stockade",
+    ]
+    if not network:
+        argv.append("--unshare-net")
+    for folder in SYSTEM_DIRS:
+        if os.path.islink(folder):
+            argv += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            argv += ["--ro-bind", folder, folder]
+    for name in ETC_FILES:
+        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for folder in python_folders():
+        argv += ["--ro-bind-try", folder, folder]
+    warnings: list[str] = []
+    host_mounts: list[tuple[Mount, Path]] = []
+    for mount in sorted(mounts, key=lambda m: len(m.prefix)):
+        if mount.kind != "host":
+            if within(cwd, mount.prefix):
+                raise SandboxError(
+                    f"{cwd} is in {mount.prefix}, a {mount.kind} mount, which a process cannot "
+                    f"see (only host folders can be bound into its sandbox); run the command "
+                    f"in a host mount",
+                    cwd,
+                )
+            warnings.append(f"{mount.prefix} is a {mount.kind} mount: the process does not see it")
+            continue
+        assert mount.root is not None
+        root = Path(mount.root).resolve()
+        host_mounts.append((mount, root))
+        argv += ["--ro-bind" if mount.read_only else "--bind", str(root), mount.prefix]
+    # a read-only folder that also lies inside a writable mount's folder stays read-only there
+    for inner, inner_root in host_mounts:
+        if not inner.read_only:
+            continue
+        for outer, outer_root in host_mounts:
+            if outer.read_only or outer is inner or not inner_root.is_relative_to(outer_root):
+                continue
+            inside = Path(outer.prefix, inner_root.relative_to(outer_root)).as_posix()
+            argv += ["--ro-bind", str(inner_root), inside]
+    if not any(within(cwd, m.prefix) for m, _ in host_mounts):
+        prefixes = ", ".join(m.prefix for m in mounts)
+        raise SandboxError(f"{cwd} is outside every mount ({prefixes}); run inside one", cwd)
+    argv += ["--chdir", cwd, "--"]
+    return Box(argv, cwd, tuple(warnings))
