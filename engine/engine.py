@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import random
+import shlex
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -65,11 +66,12 @@ from policies import (
     Effect,
     PathSpellingError,
     Policy,
+    ProcessSpec,
     Request,
     canonical,
     strictest,
 )
-from sandbox import PathEscapeError, SandboxError, VirtualFS
+from sandbox import PathEscapeError, SandboxError, VirtualFS, isolation_available
 
 log = logging.getLogger("stockade.engine")
 
@@ -115,6 +117,8 @@ class Engine:
         self.fs = fs
         if fs is not None:
             self.context.put(fs, VirtualFS)
+        # how commands may run (isolation, network, limits) is the policy's to say
+        self.context.put(self.policy.process, ProcessSpec)
         self.default_timeout = default_timeout
         self.retry = retry
         self.max_argument_bytes = max_argument_bytes
@@ -464,6 +468,12 @@ class Engine:
         if spec.command is not None:
             given = kwargs.get(spec.command)
             command = given if isinstance(given, str) else str(given)
+            if spec.command_prefix:
+                command = shlex.join([*spec.command_prefix, command])
+            else:
+                # the files its redirections open, resolved like any path argument
+                for target, opened in self.policy.command_line(command).paths():
+                    paths.extend((where, opened) for where in self._where(target, "logical"))
         return Request(
             call.subject,
             tool.name,
@@ -507,6 +517,19 @@ class Engine:
         """Step 4: the policy decides; the tool's own permission hook can only make the
         decision stricter. A hook that fails denies: a permission check never fails open."""
         decision = self.policy.decide(request)
+        if (
+            request.action == "execute"
+            and self.policy.process.require_isolation
+            and not isolation_available()
+        ):
+            return Decision(
+                Effect.DENY,
+                "require-isolation",
+                "the policy requires isolation for commands, and bubblewrap is not available "
+                "here: install the 'bubblewrap' package (and allow unprivileged user namespaces)",
+                "execute",
+                request.command,
+            )
         check = tool.permission_check
         if check is not None and ctx is not None:
             try:

@@ -60,8 +60,11 @@ class ToolSpec:
     engine with others. ``paths`` maps parameter names to the access the tool makes to the path
     given in that parameter, so the policy can judge the paths before the tool runs.
     ``command`` names the parameter holding a command line the tool executes: the policy then
-    judges the call as ``execute`` of that command. ``path_space`` says whether the paths are
-    logical (through the virtual filesystem; the default) or host paths (raw tools only).
+    judges the call as ``execute`` of that command; ``command_prefix`` words are put before the
+    parameter's text when it is not a command line itself (``run_python`` declares
+    ``("python3", "-c")``, so its code is judged as ``python3 -c CODE``). ``path_space`` says
+    whether the paths are logical (through the virtual filesystem; the default) or host paths
+    (raw tools only).
     """
 
     name: str | None = None
@@ -76,6 +79,7 @@ class ToolSpec:
     paths: Mapping[str, Access] = field(default_factory=lambda: MappingProxyType({}))
     dangerous_paths: tuple[str, ...] = ()
     command: str | None = None
+    command_prefix: tuple[str, ...] = ()
     path_space: Literal["logical", "host"] = "logical"
 
     def __post_init__(self) -> None:
@@ -113,6 +117,7 @@ def tool(
     paths: Mapping[str, Access] | None = None,
     dangerous_paths: tuple[str, ...] = (),
     command: str | None = None,
+    command_prefix: tuple[str, ...] = (),
 ) -> Callable[[F], F]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -130,6 +135,7 @@ def tool(
     paths: Mapping[str, Access] | None = None,
     dangerous_paths: tuple[str, ...] = (),
     command: str | None = None,
+    command_prefix: tuple[str, ...] = (),
 ) -> Any:
     """Mark a function (or method) as a tool. Usable bare (``@tool``) or with arguments.
 
@@ -154,6 +160,7 @@ def tool(
                 paths=paths or {},
                 dangerous_paths=tuple(dangerous_paths),
                 command=command,
+                command_prefix=tuple(command_prefix),
             )
         except (ToolDefinitionError, TypeError, ValueError) as exc:
             raise ToolDefinitionError(f"tool {label!r}: {exc}") from None
@@ -190,6 +197,7 @@ class ToolBase:
     paths: Mapping[str, Access] = MappingProxyType({})
     dangerous_paths: tuple[str, ...] = ()
     command: str | None = None
+    command_prefix: tuple[str, ...] = ()
     path_space: Literal["logical", "host"] = "logical"
 
     def check_permissions(self, args: dict[str, Any], ctx: ToolContext) -> Decision | None:
@@ -216,6 +224,7 @@ class ToolBase:
             paths=self.paths,
             dangerous_paths=tuple(self.dangerous_paths),
             command=self.command,
+            command_prefix=tuple(self.command_prefix),
             path_space=self.path_space,
         )
 

@@ -11,11 +11,13 @@ from policies.lint import Finding, lint_policy, lint_text
 from policies.paths import PathSpellingError, canonical, fold
 from policies.policy import PRESETS, CallLimits, Policy
 from policies.request import Request
-from policies.spec import PolicyError, Problem
+from policies.shell import CommandLine, SimpleCommand, parse_command
+from policies.spec import PolicyError, Problem, ProcessSpec
 
 __all__ = [
     "PRESETS",
     "CallLimits",
+    "CommandLine",
     "Decision",
     "Effect",
     "Finding",
@@ -23,10 +25,13 @@ __all__ = [
     "Policy",
     "PolicyError",
     "Problem",
+    "ProcessSpec",
     "Request",
+    "SimpleCommand",
     "canonical",
     "fold",
     "lint_policy",
     "lint_text",
+    "parse_command",
     "strictest",
 ]

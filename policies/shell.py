@@ -15,7 +15,7 @@ string (``sh -c``, ``eval``, ``su -c``) are looked through, so the command they 
 
 Redirections are collected with how they use their target: ``>``, ``>>``, ``&>``, ``>|`` write,
 ``<`` reads, ``<>`` does both. File descriptor duplications (``2>&1``) and harmless devices
-(``/dev/null``) are not paths.
+(``/dev/null``) are not paths, nor is the run's private scratch folder ``/tmp``.
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ from functools import lru_cache
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from policies.request import Access
 from policies.words import Word
 from policies.wrappers import unwrap
 
 WORKSPACE = "/workspace"
+SCRATCH = "/tmp"
 MAX_DEPTH = 8  # nested `bash -c` strings and wrappers followed; deeper is opaque
 MAX_CWDS = 8  # directories a line may `cd` into that relative paths are judged against
 
@@ -97,7 +99,7 @@ class Redirect:
 
     operator: str
     target: str
-    access: str
+    access: Access
     paths: tuple[str, ...]
 
 
@@ -128,9 +130,9 @@ class CommandLine:
                 found.setdefault(spelling, None)
         return list(found)
 
-    def paths(self) -> list[tuple[str, str]]:
+    def paths(self) -> list[tuple[str, Access]]:
         """The files the redirections open, each with its access, without duplicates."""
-        found: dict[tuple[str, str], None] = {}
+        found: dict[tuple[str, Access], None] = {}
         for redirect in self.redirects:
             for path in redirect.paths:
                 found.setdefault((path, redirect.access), None)
@@ -309,6 +311,7 @@ class _Reader:
             if word.text.isdigit() or word.text == "-" or operator == "<&":
                 return  # a descriptor duplicated or closed, not a file
             operator = "&>"  # `>& file` is `&> file`
+        accesses: list[Access]
         if operator in _WRITE_OPERATORS:
             accesses = ["write"]
         elif operator in _READ_OPERATORS:
@@ -330,11 +333,13 @@ class _Reader:
         if target in HARMLESS_DEVICES or _FD_PATH.match(target):
             return ()
         if target.startswith("/"):
-            return (posixpath.normpath(target).replace("//", "/"),)
-        if not self.cwd_known:
+            paths = [_join("/", target)]
+        elif not self.cwd_known:
             self.problems.append(f"the relative path {target!r} follows a cd known only then")
             return ()
-        return tuple(dict.fromkeys(_join(c, target) for c in self.cwds))
+        else:
+            paths = [_join(c, target) for c in self.cwds]
+        return tuple(dict.fromkeys(p for p in paths if not within_scratch(p)))
 
     # -- words -------------------------------------------------------------------------------
 
@@ -380,6 +385,12 @@ class _Reader:
         # anything else (a regex in [[ ]], an unusual node): known only at run time
         self.walk(node, depth=depth, via=via)
         return Word(text, dynamic=True)
+
+
+def within_scratch(path: str) -> bool:
+    """Whether ``path`` is in a run's own ``/tmp``: a fresh, private folder in the process
+    sandbox that nothing else sees and that is gone when the run ends, so not judged."""
+    return path == SCRATCH or path.startswith(SCRATCH + "/")
 
 
 def _text(node: Node) -> str:

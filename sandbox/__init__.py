@@ -1,9 +1,9 @@
-"""Stockade's isolation primitives: the namespaced virtual filesystem (and, to come, the
-process sandbox).
+"""Stockade's isolation primitives: the namespaced virtual filesystem and the process sandbox.
 
 This package imports nothing from ``engine`` or ``policies``.
 """
 
+from sandbox.bubblewrap import isolation_available
 from sandbox.errors import (
     ExistsError,
     IsADirectoryError_,
@@ -16,7 +16,9 @@ from sandbox.errors import (
     SandboxError,
 )
 from sandbox.hostroot import openat2_available
+from sandbox.limits import Limits, ProcessResult
 from sandbox.mounts import Change, FileInfo, Mount
+from sandbox.process import run_process, run_process_async
 from sandbox.vfs import VirtualFS
 
 __all__ = [
@@ -24,14 +26,19 @@ __all__ = [
     "ExistsError",
     "FileInfo",
     "IsADirectoryError_",
+    "Limits",
     "Mount",
     "NotADirectoryError_",
     "NotFoundError",
     "NotTextError",
     "PathEscapeError",
+    "ProcessResult",
     "QuotaError",
     "ReadOnlyError",
     "SandboxError",
     "VirtualFS",
+    "isolation_available",
     "openat2_available",
+    "run_process",
+    "run_process_async",
 ]

@@ -1,0 +1,145 @@
+"""The command tools: ``run_shell`` runs a bash command line, ``run_python`` runs Python code
+with the interpreter Stockade itself runs on. Both run through `sandbox.run_process`.
+
+The engine judges a call before it runs: ``run_shell``'s command line is parsed and every
+command in it checked against the policy (and its redirections as reads and writes of their
+files); ``run_python``'s code is judged as ``python3 -c CODE``. The policy's ``[process]`` table
+(injected by type) says whether isolation is required, whether the network is reachable, and the
+limits; a call may ask for a shorter timeout, never a longer one. Neither tool is read-only, so
+calls of them run one at a time.
+
+    toolkit = Toolkit()
+    add_shell_tools(toolkit)
+    engine = Engine(toolkit, fs=VirtualFS([Mount("/workspace", "project")]))
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+from pydantic import Field
+
+from engine.content import ToolOutput
+from engine.context import FromContext
+from engine.errors import ToolTimeoutError
+from engine.tool import RegisteredTool, tool
+from engine.toolkit import BASIC, Toolkit
+from policies import ProcessSpec
+from sandbox import Limits, ProcessResult, VirtualFS, run_process_async
+
+# the engine's own cap on a call (a hard stop, beyond the process's timeout from the policy)
+TOOL_TIMEOUT_S = 3600.0
+
+
+def _limits(process: ProcessSpec) -> Limits:
+    return Limits(
+        memory_mb=process.memory_mb,
+        cpu_s=process.cpu_s,
+        max_procs=process.max_procs,
+        output_bytes=process.output_bytes,
+        file_mb=process.file_mb,
+    )
+
+
+def _timeout(asked: float | None, process: ProcessSpec) -> float:
+    return process.timeout_s if asked is None else min(asked, process.timeout_s)
+
+
+def render(result: ProcessResult) -> ToolOutput:
+    """What the agent reads: the exit, the output, and every limit or warning that applied;
+    the full record in the metadata. A run killed at its timeout is a timed-out call, like any
+    other tool's (its output is in the error message)."""
+    if result.killed_reason is not None:
+        head = f"stopped: {_STOPPED[result.killed_reason]}"
+    elif result.signal is not None:
+        head = f"ended by signal {result.signal}"
+    else:
+        head = f"exit code {result.exit_code}"
+    lines = [head]
+    if result.stdout:
+        lines += ["--- stdout ---", result.stdout.rstrip("\n")]
+    if result.stderr:
+        lines += ["--- stderr ---", result.stderr.rstrip("\n")]
+    if result.truncated:
+        lines.append(
+            f"[output cut: {result.stdout_bytes:,} bytes of stdout and "
+            f"{result.stderr_bytes:,} of stderr were written; the first part of each is shown]"
+        )
+    lines += [f"warning: {w}" for w in result.warnings]
+    if result.timed_out:
+        raise ToolTimeoutError("\n".join(lines))
+    metadata = result.model_dump(exclude={"stdout", "stderr"})
+    return ToolOutput("\n".join(lines), {"process": metadata})
+
+
+_STOPPED = {
+    "timeout": "the command ran past its time limit and was killed with every process it started",
+    "memory": "the command used more memory than allowed",
+    "cpu": "the command used more CPU time than allowed",
+    "processes": "the command started more processes than allowed",
+    "output": "the command wrote far more output than can be kept, and was stopped",
+    "file_size": "the command wrote a file larger than allowed",
+    "cancelled": "the call was cancelled",
+}
+
+
+@tool(command="command", timeout=TOOL_TIMEOUT_S)
+async def run_shell(
+    command: str,
+    fs: VirtualFS,
+    process: Annotated[ProcessSpec, FromContext],
+    timeout_s: Annotated[float | None, Field(gt=0)] = None,
+) -> ToolOutput:
+    """Run a bash command line in the workspace sandbox and return its exit code and output.
+
+    The command runs in /workspace with the same paths as the file tools; /tmp is private to
+    this run. Files written in /workspace stay; nothing started by the command outlives it.
+
+    Args:
+        command: The bash command line, e.g. "pytest -q tests/test_x.py".
+        timeout_s: Seconds before the command is killed (at most the policy's limit).
+    """
+    result = await run_process_async(
+        command,
+        fs=fs,
+        timeout=_timeout(timeout_s, process),
+        limits=_limits(process),
+        network=process.network,
+    )
+    return render(result)
+
+
+@tool(command="code", command_prefix=("python3", "-c"), timeout=TOOL_TIMEOUT_S)
+async def run_python(
+    code: str,
+    fs: VirtualFS,
+    process: Annotated[ProcessSpec, FromContext],
+    timeout_s: Annotated[float | None, Field(gt=0)] = None,
+) -> ToolOutput:
+    """Run Python code in the workspace sandbox and return what it printed.
+
+    The code runs as a script with the same Python as this engine (its packages included), in
+    /workspace. Print what you want to see.
+
+    Args:
+        code: The Python source to run.
+        timeout_s: Seconds before it is killed (at most the policy's limit).
+    """
+    result = await run_process_async(
+        [sys.executable, "-I", "-"],  # the code comes on standard input: no length limit
+        fs=fs,
+        timeout=_timeout(timeout_s, process),
+        limits=_limits(process),
+        network=process.network,
+        input=code.encode("utf-8", "surrogatepass"),
+    )
+    return render(result)
+
+
+SHELL_TOOLS = (run_shell, run_python)
+
+
+def add_shell_tools(toolkit: Toolkit, *, group: str = BASIC) -> list[RegisteredTool]:
+    """Register ``run_shell`` and ``run_python`` (the engine must be given a VirtualFS)."""
+    return [toolkit.add(fn, group=group) for fn in SHELL_TOOLS]
