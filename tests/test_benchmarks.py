@@ -61,3 +61,13 @@ def test_vfs_benchmark_quick_run_reports_reads_writes_and_listing() -> None:
     ):
         assert rows[measure]["stockade_us"] > 0
         assert rows[measure]["baseline_us"] > 0
+
+
+def test_process_benchmark_quick_run_reports_start_and_kill_figures() -> None:
+    rows = {r["measure"]: r for r in quick_json("bench_process.py")}
+    assert rows["true: subprocess.run"]["ms"] > 0
+    assert rows["true: run_process, bubblewrap"]["ms"] > 0
+    hung = [r for name, r in rows.items() if name.startswith("hung")]
+    assert len(hung) == 4
+    # the benchmark checks with psutil that nothing of a killed run is left alive
+    assert all(r["leftovers"] == 0 for r in hung)
