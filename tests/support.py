@@ -63,3 +63,21 @@ def stray_temp_files(root: Path) -> list[str]:
         for name in [*dirs, *files]
         if ".stockade-" in name
     ]
+
+
+def require_bubblewrap() -> None:
+    """For a test that needs bubblewrap: in CI (``CI`` set) its absence is a failure, never a
+    skip; on a developer's machine without it, the test is skipped and says how to install it."""
+    import pytest
+
+    from sandbox import isolation_available
+
+    if isolation_available():
+        return
+    message = (
+        "bubblewrap is not available (install the Debian package 'bubblewrap', and allow "
+        "unprivileged user namespaces)"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}; CI must run the isolation tests")
+    pytest.skip(message)
