@@ -439,11 +439,8 @@ class _Run:
         """Every process below the first one, recorded in ``seen``. Process ids are handed out
         in increasing order, so only ids above the first process's are read (unless the ids
         wrapped around): far cheaper than psutil's scan of every process on the machine."""
-        pids = psutil.pids()
-        newer = [p for p in pids if p > self.pid]
-        candidates = newer if pids and max(pids) >= self.pid else pids
         parents: dict[int, list[psutil.Process]] = {}
-        for pid in candidates:
+        for pid in self.newer_pids():
             try:
                 process = psutil.Process(pid)
                 parents.setdefault(process.ppid(), []).append(process)
@@ -545,18 +542,26 @@ class _Run:
 
     def strays(self) -> None:
         """Without a box, a child that left the group (``setsid``) and lost its parent is
-        outside the tree; it still carries the run's token in its environment."""
-        marker = f"{RUN_TOKEN}={self.token}"
-        for process in psutil.process_iter():
-            if process.pid in self.seen or process.pid == self.pid:
+        outside the tree; it still carries the run's token in its environment. (Only ids
+        newer than the run's are read, as in `tree`.)"""
+        marker = f"{RUN_TOKEN}={self.token}".encode()
+        for pid in self.newer_pids():
+            if pid in self.seen:
                 continue
             try:
-                with open(f"/proc/{process.pid}/environ", "rb") as environ:
-                    if marker.encode() not in environ.read().split(b"\0"):
+                with open(f"/proc/{pid}/environ", "rb") as environ:
+                    if marker not in environ.read().split(b"\0"):
                         continue
-                self.seen[process.pid] = process.create_time()
+                self.seen[pid] = psutil.Process(pid).create_time()
             except (OSError, psutil.Error):
                 continue
+
+    def newer_pids(self) -> list[int]:
+        """Process ids handed out since the run started (all of them if the ids wrapped)."""
+        pids = psutil.pids()
+        if pids and max(pids) < self.pid:
+            return pids
+        return [p for p in pids if p > self.pid]
 
     def alive(self) -> list[psutil.Process]:
         """The processes seen in the tree that still run (the same processes: a reused pid
