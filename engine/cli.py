@@ -19,6 +19,7 @@ from rich.table import Table
 
 from engine import __version__
 from engine.demo import DemoReport, DemoStep, run_demo
+from sandbox import isolation_available
 
 app = typer.Typer(
     name="stockade",
@@ -170,10 +171,14 @@ def demo(
         console.print(_summary(report))
         console.print(
             "[dim]Every call went through the default policy preset; file tools worked in "
-            f"{report.workspace} through the virtual filesystem. Process isolation, tracing and "
-            "the audit log arrive in later releases.[/]"
+            f"{report.workspace} through the virtual filesystem, and commands ran in the process "
+            f"sandbox ({_isolation()}). Tracing and the audit log arrive in later releases.[/]"
         )
     raise typer.Exit(0 if report.passed else 1)
+
+
+def _isolation() -> str:
+    return "bubblewrap" if isolation_available() else "NO bubblewrap here: limits only"
 
 
 @app.command()

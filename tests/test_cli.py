@@ -67,8 +67,14 @@ def test_demo_json_reports_each_call_with_its_result() -> None:
         if s["result"]["status"] == "denied"
     }
     # the default policy refused protected paths, the sandbox refused escapes (by spelling and
-    # by symlink), and a tool's own hook refused a protected record
-    assert denied == {"dangerous-path", "sandbox", "protected-records"}
+    # by symlink, and a redirection out of the workspace), a tool's own hook refused a
+    # protected record, and the dangerous-command list refused curl | sh
+    assert denied == {
+        "dangerous-path",
+        "sandbox",
+        "protected-records",
+        "dangerous-command:download-and-run",
+    }
 
 
 def test_version_prints_the_package_version() -> None:
