@@ -31,10 +31,12 @@ ETC_FILES = (
     "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd",
     "group", "nsswitch.conf", "os-release", "mime.types",
 )  # fmt: skip
-# and what they need to reach the network and check certificates, when they may
+# and what they need to reach the network and check certificates, when they may (certificates,
+# never the private keys beside them)
 ETC_NETWORK_FILES = (
-    "hosts", "host.conf", "resolv.conf", "gai.conf", "protocols", "services", "ssl",
-    "ca-certificates", "ca-certificates.conf", "pki",
+    "hosts", "host.conf", "resolv.conf", "gai.conf", "protocols", "services", "ssl/certs",
+    "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "pki/tls/certs",
+    "pki/ca-trust",
 )  # fmt: skip
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -86,6 +88,7 @@ def box(
     *,
     network: bool,
     executable: str,
+    info_fd: int | None = None,
 ) -> Box:
     """The bwrap argv (ending in ``--``) for a process in ``cwd`` (a logical path) that sees
     ``mounts``. Raises SandboxError when ``cwd`` is not inside a host mount."""
@@ -106,6 +109,8 @@ def box(
     ]
     if not network:
         argv.append("--unshare-net")
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]  # where bubblewrap says its init's pid
     for folder in SYSTEM_DIRS:
         if os.path.islink(folder):
             argv += ["--symlink", os.readlink(folder), folder]
@@ -133,15 +138,20 @@ def box(
         root = Path(mount.root).resolve()
         host_mounts.append((mount, root))
         argv += ["--ro-bind" if mount.read_only else "--bind", str(root), mount.prefix]
-    # a read-only folder that also lies inside a writable mount's folder stays read-only there
+    # a read-only folder that also lies inside a writable mount's folder stays read-only there;
+    # and each folder between them is bound onto itself, so it is a mount point, which cannot
+    # be renamed or removed: the read-only folder cannot be moved away and replaced
     for inner, inner_root in host_mounts:
         if not inner.read_only:
             continue
         for outer, outer_root in host_mounts:
             if outer.read_only or outer is inner or not inner_root.is_relative_to(outer_root):
                 continue
-            inside = Path(outer.prefix, inner_root.relative_to(outer_root)).as_posix()
-            argv += ["--ro-bind", str(inner_root), inside]
+            parts = inner_root.relative_to(outer_root).parts
+            for depth in range(1, len(parts)):
+                between = Path(outer.prefix, *parts[:depth]).as_posix()
+                argv += ["--bind", str(outer_root.joinpath(*parts[:depth])), between]
+            argv += ["--ro-bind", str(inner_root), Path(outer.prefix, *parts).as_posix()]
     if not any(within(cwd, m.prefix) for m, _ in host_mounts):
         prefixes = ", ".join(m.prefix for m in mounts)
         raise SandboxError(f"{cwd} is outside every mount ({prefixes}); run inside one", cwd)

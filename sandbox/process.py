@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import re
 import resource
 import secrets
+import select
 import selectors
 import shutil
 import signal
@@ -45,12 +47,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-import psutil
-
 from sandbox.bubblewrap import SANDBOX_PATH, box, bubblewrap
+from sandbox.cgroups import PidsGroup
 from sandbox.errors import SandboxError
 from sandbox.limits import Isolation, KilledReason, Limits, MiB, ProcessResult
 from sandbox.logical import normalize
+from sandbox.tree import RUN_TOKEN, ProcessTree
 from sandbox.vfs import VirtualFS
 
 log = logging.getLogger("stockade.sandbox")
@@ -60,18 +62,13 @@ FIRST_SAMPLE_S = 0.01  # the first look comes sooner, so runs of a few ms get a 
 CANCEL_POLL_S = 0.05
 _CHUNK = 65536
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# how a process reports a refused allocation or an over-large file (Python ignores SIGXFSZ)
-_MEMORY_FAILURE = re.compile(
-    rb"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory|Out of memory"
-)
-_FILE_SIZE_FAILURE = re.compile(rb"File too large")
+NO_BUBBLEWRAP = "bubblewrap is not available"
 NO_ISOLATION_WARNING = (
-    "bubblewrap is not available: the command ran WITHOUT isolation, with resource limits "
-    "only; it could read and write anything this user can, and reach the network"
+    "the command ran WITHOUT isolation, with resource limits only; it could read and write "
+    "anything this user can, and reach the network"
 )
 
 IsolationChoice = Literal["auto", "bubblewrap", "none"]
-RUN_TOKEN = "STOCKADE_RUN"  # in every run's environment: finds its strays without a box
 
 
 def run_process(
@@ -108,44 +105,68 @@ def run_process(
             "isolation was required but bubblewrap is not available here: install the "
             "'bubblewrap' package (and allow unprivileged user namespaces), or run without it"
         )
-    warnings: list[str] = []
-    scratch: str | None = None
-    prlimit = shutil.which("prlimit")
-    if bwrap is not None:
-        boxed = box(fs.mounts, cwd, network=network, executable=bwrap)
-        warnings += boxed.warnings
-        home = "/tmp"
-        argv = [*boxed.argv, *_limited(prlimit, limits, boxed=True), *command]
-        host_cwd: str | None = None
-        used: Isolation = "bubblewrap"
-    else:
-        warnings.append(NO_ISOLATION_WARNING)
-        if isolation == "auto":
-            log.warning("%s: %s", NO_ISOLATION_WARNING, _shown(command))
-        scratch = home = tempfile.mkdtemp(prefix="stockade-home-")
-        argv = [*_limited(prlimit, limits, boxed=False), *command]
-        host_cwd = str(fs.host_path(cwd))
-        used = "none"
-    environment = {
-        "PATH": _path_with_python(),
-        "HOME": home,
-        "TMPDIR": home if bwrap is None else "/tmp",
-        "LANG": "C.UTF-8",
-        "TERM": "dumb",
-        "PWD": cwd if bwrap is not None else host_cwd or cwd,
-        "USER": "sandbox",
-        "LOGNAME": "sandbox",
-        "SHELL": "/bin/bash",
-        **extra_env,
-        RUN_TOKEN: secrets.token_hex(8),
-    }
-    try:
-        run = _Run(argv, environment, host_cwd, limits, timeout, input, cancel, used)
+    with contextlib.ExitStack() as cleanup:
+        token = secrets.token_hex(8)
+        prlimit = shutil.which("prlimit")
+        warnings: list[str] = []
+        info_fd: int | None = None
+        if bwrap is not None:
+            info_read, info_fd = os.pipe()  # bubblewrap reports its init's pid here
+            cleanup.callback(os.close, info_read)
+            cleanup.callback(_close_quietly, info_fd)
+            boxed = box(fs.mounts, cwd, network=network, executable=bwrap, info_fd=info_fd)
+            warnings += boxed.warnings
+            argv = [*boxed.argv, *_limited(prlimit, limits, boxed=True), *command]
+            host_cwd: str | None = None
+            home = "/tmp"
+            used: Isolation = "bubblewrap"
+        else:
+            host_cwd = str(fs.host_path(cwd))
+            why = "isolation was turned off" if isolation == "none" else NO_BUBBLEWRAP
+            warnings.append(f"{why}: {NO_ISOLATION_WARNING}")
+            if isolation == "auto":
+                log.warning("%s: %s: %s", why, NO_ISOLATION_WARNING, _shown(command))
+            home = tempfile.mkdtemp(prefix="stockade-home-")
+            cleanup.callback(shutil.rmtree, home, ignore_errors=True)
+            argv = [*_limited(prlimit, limits, boxed=False), *command]
+            used = "none"
+        # bubblewrap's two processes (its outer one and the namespace's init) are not the
+        # command's, but they count in the group
+        group = PidsGroup.create(f"stockade-{token}", limits.max_procs + (2 if bwrap else 0))
+        if group is not None:
+            cleanup.callback(group.remove)
+            argv = group.join_argv(argv)
+        environment = {
+            "PATH": _path_with_python(),
+            "HOME": home,
+            "TMPDIR": home,
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "PWD": host_cwd or cwd,
+            "USER": "sandbox",
+            "LOGNAME": "sandbox",
+            "SHELL": "/bin/bash",
+            **extra_env,
+            RUN_TOKEN: token,
+        }
+        run = _Run(
+            argv,
+            environment,
+            host_cwd,
+            limits,
+            timeout,
+            input,
+            cancel,
+            used,
+            group,
+            pass_fds=(info_fd,) if info_fd is not None else (),
+        )
+        if info_fd is not None:
+            run.tree.namespace_init = _namespace_init(info_read, info_fd)
         outcome = run.wait()
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
-    return outcome.result(used, network and bwrap is not None, tuple(warnings), limits)
+    # without a box the command could reach the network whatever was asked
+    reachable = network if bwrap is not None else True
+    return outcome.result(used, reachable, tuple(warnings))
 
 
 async def run_process_async(
@@ -220,10 +241,10 @@ class _Outcome:
     killed: KilledReason | None
     peak_rss: int
     duration_s: float
-    escaped: int
+    left_running: int
 
     def result(
-        self, isolation: Isolation, network: bool, warnings: tuple[str, ...], limits: Limits
+        self, isolation: Isolation, network: bool, warnings: tuple[str, ...]
     ) -> ProcessResult:
         exit_code: int | None = None
         ended_by: int | None = None
@@ -235,21 +256,14 @@ class _Outcome:
                 ended_by = exit_code - 128  # a shell's or bubblewrap's way to say a signal
         killed = self.killed
         if killed is None and ended_by == signal.SIGXCPU:
-            killed = "cpu"
+            killed = "cpu"  # the kernel's CPU limit
         elif killed is None and ended_by == signal.SIGXFSZ:
-            killed = "file_size"
-        elif killed is None and ended_by == signal.SIGKILL and self.cpu_s >= limits.cpu_s:
-            killed = "cpu"
-        elif killed is None and exit_code not in (0, None):
-            said = bytes(self.stderr.data[-4096:])
-            if _MEMORY_FAILURE.search(said):
-                killed = "memory"  # an allocation refused under the address-space limit
-            elif _FILE_SIZE_FAILURE.search(said):
-                killed = "file_size"  # a write refused past the file-size limit
+            killed = "file_size"  # the kernel's file-size limit (Python ignores it: EFBIG)
         notes = list(warnings)
-        if self.escaped:
+        if self.left_running and self.killed is None:
             notes.append(
-                f"{self.escaped} process(es) left the run's process tree; they were killed"
+                f"{self.left_running} process(es) the command started were still running when "
+                "it ended; they were killed"
             )
         return ProcessResult(
             exit_code=exit_code,
@@ -274,7 +288,7 @@ _SIGNALS = frozenset(s.value for s in signal.Signals)
 
 
 class _Run:
-    """One process tree from start to reaped."""
+    """One process tree from start to gone."""
 
     def __init__(
         self,
@@ -286,11 +300,11 @@ class _Run:
         stdin: bytes | None,
         cancel: threading.Event | None,
         isolation: Isolation,
+        group: PidsGroup | None,
+        pass_fds: tuple[int, ...] = (),
     ) -> None:
         self.limits = limits
         self.cancel = cancel
-        self.token = env.get(RUN_TOKEN, "")
-        self.isolation = isolation
         self.started = time.monotonic()
         self.deadline = self.started + timeout
         try:
@@ -303,18 +317,20 @@ class _Run:
                 cwd=cwd,
                 start_new_session=True,  # its own process group, killed as one
                 close_fds=True,
+                pass_fds=pass_fds,
                 preexec_fn=None if shutil.which("prlimit") else _preexec(limits),
             )
         except OSError as exc:
             raise SandboxError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
         self.pid = self.proc.pid
+        self.tree = ProcessTree(
+            self.pid, group=group, boxed=isolation == "bubblewrap", token=env[RUN_TOKEN]
+        )
         self.stdout = _Stream(limits.output_bytes)
         self.stderr = _Stream(limits.output_bytes)
         self.stdin = stdin
-        self.seen: dict[int, float] = {}  # pid -> create time, every process seen in the tree
         self.peak_rss = 0
         self.cpu_seen = 0.0
-        self.escaped = 0
 
     def wait(self) -> _Outcome:
         killed: KilledReason | None = None
@@ -352,27 +368,22 @@ class _Run:
                 if self.cancel is not None:
                     wake = min(wake, CANCEL_POLL_S)
                 for key, _ in selector.select(max(0.0, wake)):
-                    fd = key.fd
-                    if fd == pidfd:
+                    if key.fd == pidfd:
                         exited = True
-                    elif fd in streams:
-                        if not self.read(fd, streams[fd], selector):
-                            continue
+                    elif key.fd in streams:
+                        self.read(key.fd, streams[key.fd], selector)
                     else:
                         pending_input = self.write(pending_input, selector)
                 if self.stdout.total + self.stderr.total > self.limits.drain_bytes:
                     killed = "output"
             if killed is not None:
-                self.kill()
-            elif self.isolation == "none":
-                self.tree()  # whatever it left behind is part of the tree to clean up
+                self.tree.kill()
             status, cpu = self.reap()
-            self.kill_leftovers()
+            left = self.tree.finish()
             selector.unregister(pidfd)
-            if not self.drain(streams, selector) and self.isolation == "none":
-                # a writer still holds the output open: a stray that started after the last
-                # look; find it by its token again
-                self.kill_leftovers()
+            if not self.drain(streams, selector):
+                # a writer still holds the output open: one that escaped every search
+                left += self.tree.finish()
                 self.drain(streams, selector)
         finally:
             selector.close()
@@ -389,21 +400,33 @@ class _Run:
             killed=killed,
             peak_rss=self.peak_rss,
             duration_s=time.monotonic() - self.started,
-            escaped=self.escaped,
+            left_running=left,
         )
+
+    def look(self) -> KilledReason | None:
+        """Sample the tree; the limit it passed, if one."""
+        sample = self.tree.sample()
+        self.peak_rss = max(self.peak_rss, sample.rss)
+        self.cpu_seen = max(self.cpu_seen, sample.cpu_s)
+        if sample.rss > self.limits.memory_mb * MiB:
+            return "memory"
+        if sample.processes > self.limits.max_procs or sample.refused:
+            return "processes"  # past the limit, or the kernel refused a process for it
+        if sample.cpu_s > self.limits.cpu_s:
+            return "cpu"
+        return None
 
     # -- output ------------------------------------------------------------------------------
 
-    def read(self, fd: int, stream: _Stream, selector: selectors.BaseSelector) -> bool:
+    def read(self, fd: int, stream: _Stream, selector: selectors.BaseSelector) -> None:
         try:
             chunk = os.read(fd, _CHUNK)
         except BlockingIOError:
-            return False
+            return
         if not chunk:
             selector.unregister(fd)
-            return False
+            return
         stream.add(chunk)
-        return True
 
     def write(self, pending: memoryview, selector: selectors.BaseSelector) -> memoryview:
         stdin = self.proc.stdin
@@ -433,74 +456,6 @@ class _Run:
                     self.read(key.fd, streams[key.fd], selector)
         return True
 
-    # -- the tree ----------------------------------------------------------------------------
-
-    def tree(self) -> list[psutil.Process]:
-        """Every process below the first one, recorded in ``seen``. Process ids are handed out
-        in increasing order, so only ids above the first process's are read (unless the ids
-        wrapped around): far cheaper than psutil's scan of every process on the machine."""
-        parents: dict[int, list[psutil.Process]] = {}
-        for pid in self.newer_pids():
-            try:
-                process = psutil.Process(pid)
-                parents.setdefault(process.ppid(), []).append(process)
-            except psutil.Error:
-                continue
-        found: list[psutil.Process] = []
-        frontier = [self.pid]
-        while frontier:
-            for child in parents.get(frontier.pop(), ()):
-                found.append(child)
-                frontier.append(child.pid)
-                with contextlib.suppress(psutil.Error):
-                    self.seen.setdefault(child.pid, child.create_time())
-        return found
-
-    def look(self) -> KilledReason | None:
-        """Sum the tree's memory and CPU and count it; the limit passed, if one was."""
-        children = self.tree()
-        rss = 0
-        cpu = 0.0
-        try:
-            root = psutil.Process(self.pid)
-            with root.oneshot():
-                rss += root.memory_info().rss
-                times = root.cpu_times()
-                cpu += times.user + times.system + times.children_user + times.children_system
-        except psutil.Error:
-            pass
-        for child in children:
-            try:
-                with child.oneshot():
-                    rss += child.memory_info().rss
-                    times = child.cpu_times()
-                    cpu += times.user + times.system
-            except psutil.Error:
-                continue
-        self.peak_rss = max(self.peak_rss, rss)
-        self.cpu_seen = max(self.cpu_seen, cpu)
-        # bubblewrap's own first process (the namespace's init) is not the command's
-        processes = len(children) - (1 if self.isolation == "bubblewrap" else 0)
-        if rss > self.limits.memory_mb * MiB:
-            return "memory"
-        if processes > self.limits.max_procs:
-            return "processes"
-        if cpu > self.limits.cpu_s:
-            return "cpu"
-        return None
-
-    def kill(self) -> None:
-        """Kill the whole tree now: the group, then every process seen in it."""
-        self.tree()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        self.kill_seen()
-
-    def kill_seen(self) -> None:
-        for process in self.alive():
-            with contextlib.suppress(psutil.Error):
-                process.kill()
-
     def reap(self) -> tuple[int, float]:
         """Wait for the first process: its status and the CPU seconds of it and everything it
         reaped. (Its ``ru_maxrss`` is not used: a vforked child's counts the parent's memory.)"""
@@ -515,66 +470,6 @@ class _Run:
                 -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             )
             return status, usage.ru_utime + usage.ru_stime
-
-    def kill_leftovers(self) -> None:
-        """Nothing outlives the call: kill what is left of the group and of every process
-        seen in the tree (children that went on after their parent), and wait until they are
-        gone. Under bubblewrap the namespace is already empty; this makes sure of it. A zombie
-        (dead, waiting for its parent to collect it) is gone in every way that matters."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        if self.isolation == "none":
-            self.strays()
-        alive = self.alive()
-        for process in alive:
-            with contextlib.suppress(psutil.Error, OSError):
-                # in a box, the namespace holds them all; outside, a process that left the
-                # group (setsid) is one the group kill would have missed
-                if self.isolation == "none" and os.getpgid(process.pid) != self.pid:
-                    self.escaped += 1
-                process.kill()
-        until = time.monotonic() + 2.0
-        while alive and time.monotonic() < until:
-            time.sleep(0.001)
-            alive = self.alive()
-        if alive:
-            log.error("processes %s of a sandboxed run would not die", [p.pid for p in alive])
-
-    def strays(self) -> None:
-        """Without a box, a child that left the group (``setsid``) and lost its parent is
-        outside the tree; it still carries the run's token in its environment. (Only ids
-        newer than the run's are read, as in `tree`.)"""
-        marker = f"{RUN_TOKEN}={self.token}".encode()
-        for pid in self.newer_pids():
-            if pid in self.seen:
-                continue
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as environ:
-                    if marker not in environ.read().split(b"\0"):
-                        continue
-                self.seen[pid] = psutil.Process(pid).create_time()
-            except (OSError, psutil.Error):
-                continue
-
-    def newer_pids(self) -> list[int]:
-        """Process ids handed out since the run started (all of them if the ids wrapped)."""
-        pids = psutil.pids()
-        if pids and max(pids) < self.pid:
-            return pids
-        return [p for p in pids if p > self.pid]
-
-    def alive(self) -> list[psutil.Process]:
-        """The processes seen in the tree that still run (the same processes: a reused pid
-        is someone else's)."""
-        found = []
-        for pid, created in self.seen.items():
-            try:
-                process = psutil.Process(pid)
-                if process.create_time() == created and process.status() != psutil.STATUS_ZOMBIE:
-                    found.append(process)
-            except psutil.Error:
-                continue
-        return found
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -660,6 +555,26 @@ def _preexec(limits: Limits) -> Callable[[], None]:
 
 def _path_with_python() -> str:
     return f"{os.path.dirname(sys.executable)}:{SANDBOX_PATH}"
+
+
+def _namespace_init(info_read: int, info_write: int) -> int | None:
+    """The pid of bubblewrap's init, from what ``--info-fd`` reports (None if bubblewrap
+    failed before reporting)."""
+    _close_quietly(info_write)  # ours: the pipe ends when bubblewrap's copy closes
+    ready, _, _ = select.select([info_read], [], [], 5.0)
+    if not ready:
+        return None
+    try:
+        info = json.loads(os.read(info_read, 4096) or b"{}")
+    except (OSError, ValueError):
+        return None
+    pid = info.get("child-pid") if isinstance(info, dict) else None
+    return pid if isinstance(pid, int) else None
+
+
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def _shown(command: list[str]) -> str:
