@@ -177,7 +177,10 @@ def _script(args: Sequence[Word], what: str) -> Wrapped:
 def _su(args: Sequence[Word]) -> Wrapped | None:
     """``su -c STRING`` (and ``script -c STRING``): STRING is a shell line."""
     for i, word in enumerate(args):
-        if word.text in ("-c", "--command") and i + 1 < len(args):
+        text = word.text
+        # -c, or a cluster ending in it (script -qc, su -lc): the next word is the command
+        clustered = text.startswith("-") and not text.startswith("--") and text.endswith("c")
+        if (clustered or text == "--command") and i + 1 < len(args):
             return _script(args[i + 1 : i + 2], "su -c")
         if word.text.startswith("--command="):
             return _script([Word(word.text.split("=", 1)[1], word.dynamic)], "su -c")
