@@ -75,6 +75,19 @@ def lint_text(text: str, *, source: str = "<text>") -> list[Finding]:
             ("dangerous_paths", "effect"),
             "protected paths are allowed: credentials and hooks are not protected",
         )
+    if spec.dangerous_commands.effect == "allow":
+        add(
+            "warning",
+            ("dangerous_commands", "effect"),
+            "dangerous commands are allowed: rm -rf, sudo and curl | sh run without a word",
+        )
+    if spec.process.network and not spec.process.require_isolation:
+        add(
+            "info",
+            ("process", "network"),
+            "commands may reach the network; consider require_isolation = true so that "
+            "nothing runs without bubblewrap",
+        )
     for role, members in spec.roles.items():
         if role in members:
             add("warning", ("roles", role), f"role {role!r} lists itself as a member")

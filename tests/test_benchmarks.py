@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from support import require_bubblewrap
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -64,6 +66,7 @@ def test_vfs_benchmark_quick_run_reports_reads_writes_and_listing() -> None:
 
 
 def test_process_benchmark_quick_run_reports_start_and_kill_figures() -> None:
+    require_bubblewrap()
     rows = {r["measure"]: r for r in quick_json("bench_process.py")}
     assert rows["true: subprocess.run"]["ms"] > 0
     assert rows["true: run_process, bubblewrap"]["ms"] > 0

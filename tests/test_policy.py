@@ -1694,3 +1694,14 @@ PRESET_LINT = {
 def test_presets_lint_clean(name: str) -> None:
     findings = lint_policy(PRESET_DIR / f"{name}.toml")
     assert [(f.severity, f.line, f.key) for f in findings] == PRESET_LINT[name]
+
+
+def test_lint_dangerous_commands_allowed_and_network_without_isolation() -> None:
+    text = 'version = 1\n[dangerous_commands]\neffect = "allow"\n[process]\nnetwork = true\n'
+    found = [(f.severity, f.line, f.key) for f in lint_text(text)]
+    assert found == [
+        ("warning", 3, "dangerous_commands.effect"),
+        ("info", 5, "process.network"),
+    ]
+    isolated = text + "require_isolation = true\n"
+    assert [f.key for f in lint_text(isolated)] == ["dangerous_commands.effect"]
