@@ -32,18 +32,30 @@ from sandbox import Limits, ProcessResult, VirtualFS, run_process_async
 TOOL_TIMEOUT_S = 3600.0
 
 
-def _limits(process: ProcessSpec) -> Limits:
-    return Limits(
+async def _run(
+    command: str | list[str],
+    fs: VirtualFS,
+    process: ProcessSpec,
+    timeout_s: float | None,
+    stdin: bytes | None = None,
+) -> ToolOutput:
+    """Run under the policy's process settings; a call may ask for less time, never more."""
+    limits = Limits(
         memory_mb=process.memory_mb,
         cpu_s=process.cpu_s,
         max_procs=process.max_procs,
         output_bytes=process.output_bytes,
         file_mb=process.file_mb,
     )
-
-
-def _timeout(asked: float | None, process: ProcessSpec) -> float:
-    return process.timeout_s if asked is None else min(asked, process.timeout_s)
+    result = await run_process_async(
+        command,
+        fs=fs,
+        timeout=process.timeout_s if timeout_s is None else min(timeout_s, process.timeout_s),
+        limits=limits,
+        network=process.network,
+        input=stdin,
+    )
+    return render(result)
 
 
 def render(result: ProcessResult) -> ToolOutput:
@@ -100,14 +112,7 @@ async def run_shell(
         command: The bash command line, e.g. "pytest -q tests/test_x.py".
         timeout_s: Seconds before the command is killed (at most the policy's limit).
     """
-    result = await run_process_async(
-        command,
-        fs=fs,
-        timeout=_timeout(timeout_s, process),
-        limits=_limits(process),
-        network=process.network,
-    )
-    return render(result)
+    return await _run(command, fs, process, timeout_s)
 
 
 @tool(command="code", command_prefix=("python3", "-c"), timeout=TOOL_TIMEOUT_S)
@@ -126,15 +131,9 @@ async def run_python(
         code: The Python source to run.
         timeout_s: Seconds before it is killed (at most the policy's limit).
     """
-    result = await run_process_async(
-        [sys.executable, "-I", "-"],  # the code comes on standard input: no length limit
-        fs=fs,
-        timeout=_timeout(timeout_s, process),
-        limits=_limits(process),
-        network=process.network,
-        input=code.encode("utf-8", "surrogatepass"),
-    )
-    return render(result)
+    # the code comes on standard input: an argument could hold at most 128 KiB
+    stdin = code.encode("utf-8", "surrogatepass")
+    return await _run([sys.executable, "-I", "-"], fs, process, timeout_s, stdin)
 
 
 SHELL_TOOLS = (run_shell, run_python)

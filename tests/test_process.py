@@ -69,20 +69,6 @@ def isolation(request: pytest.FixtureRequest) -> IsolationChoice:
     return cast(IsolationChoice, request.param)
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    """The host folder mounted at /workspace; its siblings in ``tmp_path`` are 'the host'."""
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def fs(workspace: Path) -> Iterator[VirtualFS]:
-    with VirtualFS([Mount("/workspace", workspace)]) as vfs:
-        yield vfs
-
-
 def run(
     fs: VirtualFS, isolation: IsolationChoice, command: str | list[str], **options: Any
 ) -> ProcessResult:

@@ -31,19 +31,6 @@ from sandbox.bubblewrap import bubblewrap
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def fs(workspace: Path) -> Iterator[VirtualFS]:
-    with VirtualFS([Mount("/workspace", workspace)]) as vfs:
-        yield vfs
-
-
-@pytest.fixture
 def no_bubblewrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A machine without bubblewrap: PATH holds prlimit but no bwrap (nothing is faked; the
     engine looks bwrap up on PATH like on any machine)."""
