@@ -14,10 +14,12 @@ One run, start to end:
    process exits, when output arrives, at the deadline, or when the tree is due for a look:
    psutil sums the tree's resident memory, CPU time and process count, and the tree is killed
    past a limit. Output past the limit is read and dropped (a full pipe would stall the command).
-3. On any limit, timeout or cancellation, the whole tree is killed: its process group, every
-   process seen in it, and (under bubblewrap) the PID namespace, whose every process the kernel
-   kills when its first process dies. After a normal exit the same cleanup runs, so a child
-   left sleeping in the background does not outlive the call either.
+3. On any limit, timeout or cancellation, the whole tree is killed (``sandbox.tree``): its
+   process group, every process seen in it, its pids control group where it has one (which
+   also bounds how many processes it may have, even for root), and under bubblewrap the PID
+   namespace, whose every process the kernel kills when bubblewrap's init dies. After a normal
+   exit the same cleanup runs, so a child left sleeping in the background does not outlive the
+   call either.
 
 Without bubblewrap (not installed, or user namespaces forbidden) the run has the same limits
 and watching but sees the host as this user does; the result and the log say so, and a policy
