@@ -167,6 +167,7 @@ class _Reader:
     redirects: list[Redirect] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     cwds: list[str] = field(default_factory=list)
+    sources: list[bytes] = field(default_factory=list)  # the lines being walked, innermost last
     cwd_known: bool = True
 
     def __post_init__(self) -> None:
@@ -182,11 +183,35 @@ class _Reader:
         if "\x00" in text:
             self.problems.append("the command line contains a NUL byte")
             return
-        tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
+        source = text.encode("utf-8", "surrogatepass")
+        tree = _parser().parse(_ascii_stand_in(text, source))
         root = tree.root_node
-        if root.has_error:
-            self.problems.append(f"not valid shell syntax near {_error_at(root, text)!r}")
-        self.walk(root, depth=depth, via=via)
+        self.sources.append(source)  # node texts come from here, by byte offsets
+        try:
+            if root.has_error:
+                self.problems.append(f"not valid shell syntax near {self.error_at(root)!r}")
+            self.walk(root, depth=depth, via=via)
+        finally:
+            self.sources.pop()
+
+    def text(self, node: Node) -> str:
+        """The original text of ``node`` (of the line being walked)."""
+        raw = self.sources[-1][node.start_byte : node.end_byte]
+        try:
+            return raw.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:  # a node ending inside a stand-in (an operator `%`)
+            return raw.decode("utf-8", "replace")
+
+    def error_at(self, root: Node) -> str:
+        """A few characters from where the first syntax error is."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if node.type == "ERROR" or node.is_missing:
+                start = node.start_byte
+                return self.sources[-1][start : start + 20].decode("utf-8", "replace")
+            stack.extend(reversed(node.children))
+        return self.sources[-1][:20].decode("utf-8", "replace")
 
     def walk(self, node: Node, *, depth: int, via: tuple[str, ...]) -> None:
         kind = node.type
@@ -297,7 +322,7 @@ class _Reader:
         target: Node | None = None
         for child in node.children:
             if child.type == "ERROR":
-                operator += _text(child)  # `<>` is not in the grammar: `<`, then an error `>`
+                operator += self.text(child)  # `<>` is not in the grammar: `<`, then an error `>`
             elif not child.is_named and target is None:
                 operator += child.type
             elif child.is_named and child.type != "file_descriptor" and target is None:
@@ -346,7 +371,7 @@ class _Reader:
     def word_of(self, node: Node, *, depth: int, via: tuple[str, ...]) -> Word:
         """The static text of a word node; substitutions inside are walked (they run)."""
         kind = node.type
-        text = _text(node)
+        text = self.text(node)
         if kind in ("command_name", "variable_assignment"):
             parts = [self.word_of(c, depth=depth, via=via) for c in node.children]
             if kind == "variable_assignment":
@@ -364,7 +389,7 @@ class _Reader:
             parts = []
             for child in node.named_children:
                 if child.type == "string_content":
-                    parts.append(Word(_unescape_string(_text(child))))
+                    parts.append(Word(_unescape_string(self.text(child))))
                 else:
                     parts.append(self.word_of(child, depth=depth, via=via))
             if not parts:
@@ -393,8 +418,17 @@ def within_scratch(path: str) -> bool:
     return path == SCRATCH or path.startswith(SCRATCH + "/")
 
 
-def _text(node: Node) -> str:
-    return (node.text or b"").decode("utf-8", "surrogatepass")
+def _ascii_stand_in(text: str, source: bytes) -> bytes:
+    """What the grammar parses: ``source`` with every non-ASCII character replaced by as many
+    ``%`` as its UTF-8 bytes. The tree-sitter bash scanner crashes the process on some code
+    points (``{\\U000FFFFF``, found by the property tests); to bash they are plain word
+    characters, as ``%`` is, and byte offsets stay those of ``source``."""
+    if text.isascii():
+        return source
+    return b"".join(
+        ch.encode() if ch.isascii() else b"%" * len(ch.encode("utf-8", "surrogatepass"))
+        for ch in text
+    )
 
 
 def _join_words(parts: list[Word]) -> Word:
@@ -456,17 +490,3 @@ def _ansi_c(raw: str) -> str:
         return codecs.decode(raw.encode("latin-1", "backslashreplace"), "unicode_escape")
     except (UnicodeDecodeError, ValueError):
         return raw
-
-
-def _error_at(root: Node, text: str) -> str:
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.type == "ERROR" or node.is_missing:
-            start = node.start_byte
-            return (
-                text.encode("utf-8", "surrogatepass")[start : start + 20].decode("utf-8", "replace")
-                or text[-20:]
-            )
-        stack.extend(reversed(node.children))
-    return text[:20]

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from policies import Decision, Effect, Policy, PolicyError, Request
@@ -827,6 +827,11 @@ SHELLISH = "ab rm$(){}[]`'\"|;&<>\\\n#=*?~-!/.:0123456789"
 
 @settings(max_examples=400, deadline=None)
 @given(text=st.text() | st.text(alphabet=SHELLISH, max_size=40))
+# the tree-sitter bash scanner crashed the whole process on these (found by this test)
+@example(text="{\U000fffff")
+@example(text="echo {\U00108712}")
+@example(text="{\U00108712\x08h")
+@example(text="${x%\u00e9}")
 def test_any_text_gets_a_decision(text: str) -> None:
     # arbitrary text may well parse as a harmless command: only the absence of exceptions and
     # the type of the answer are promised here
