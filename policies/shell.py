@@ -23,6 +23,8 @@ from __future__ import annotations
 import codecs
 import posixpath
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -36,6 +38,9 @@ from policies.wrappers import unwrap
 
 WORKSPACE = "/workspace"
 SCRATCH = "/tmp"
+MAX_LINE_CHARS = 256 * 1024  # longer lines are not parsed (so never allowed)
+MAX_PIPES = 500  # more, and the line is test-parsed in a child process first
+PARSE_PROBE_S = 1.0
 MAX_DEPTH = 8  # nested `bash -c` strings and wrappers followed; deeper is opaque
 MAX_CWDS = 8  # directories a line may `cd` into that relative paths are judged against
 
@@ -184,7 +189,13 @@ class _Reader:
             self.problems.append("the command line contains a NUL byte")
             return
         source = text.encode("utf-8", "surrogatepass")
-        tree = _parser().parse(_ascii_stand_in(text, source))
+        parsed = _ascii_stand_in(text, source)
+        too_complex = _too_complex(text, parsed)
+        if too_complex is not None:
+            self.problems.append(too_complex)
+            self.commands.append(SimpleCommand((), (), opaque=True, via=via))
+            return
+        tree = _parser().parse(parsed)
         root = tree.root_node
         self.sources.append(source)  # node texts come from here, by byte offsets
         try:
@@ -416,6 +427,38 @@ def within_scratch(path: str) -> bool:
     """Whether ``path`` is in a run's own ``/tmp``: a fresh, private folder in the process
     sandbox that nothing else sees and that is gone when the run ends, so not judged."""
     return path == SCRATCH or path.startswith(SCRATCH + "/")
+
+
+def _too_complex(text: str, parsed: bytes) -> str | None:
+    """Why ``text`` is too big to judge, if it is (then it is not parsed, so never allowed).
+
+    The grammar's error recovery is quadratic on a long broken pipeline (1.4 s for 10,000
+    stages), and a parse cannot be interrupted. So a line with many ``|`` (rare: a heredoc or a
+    string full of them, or an attack) is first parsed in a child process with a time limit."""
+    if len(text) > MAX_LINE_CHARS:
+        return f"the command line is longer than {MAX_LINE_CHARS:,} characters; split it"
+    if text.count("|") - 2 * text.count("||") <= MAX_PIPES:
+        return None
+    try:
+        subprocess.run(
+            [sys.executable, "-c", _PARSE_PROBE],
+            input=parsed,
+            timeout=PARSE_PROBE_S,
+            check=True,
+            capture_output=True,
+        )
+    except (subprocess.SubprocessError, OSError):
+        return (
+            f"the command line has more than {MAX_PIPES} pipes and takes too long to read; split it"
+        )
+    return None
+
+
+_PARSE_PROBE = (
+    "import sys, tree_sitter, tree_sitter_bash\n"
+    "parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))\n"
+    "parser.parse(sys.stdin.buffer.read())\n"
+)
 
 
 def _ascii_stand_in(text: str, source: bytes) -> bytes:

@@ -839,3 +839,26 @@ def test_any_text_gets_a_decision(text: str) -> None:
         decision = policy_.decide(execute(text))
         assert isinstance(decision, Decision)
         assert isinstance(decision.effect, Effect)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "a|" * 20_000,  # a broken pipeline this long takes the grammar seconds to recover from
+        "echo " + "x" * 300_000,
+    ],
+    ids=["too-many-pipes", "too-long"],
+)
+def test_lines_too_big_to_judge_are_never_allowed(line: str) -> None:
+    decision = ANY_COMMAND_POLICY.decide(execute(line))
+    assert decision.effect is Effect.DENY
+    problems = ANY_COMMAND_POLICY.command_line(line).problems
+    assert any("split it" in p for p in problems)
+
+
+def test_a_long_heredoc_is_still_read() -> None:
+    # writing a file through a heredoc is common; its size alone must not make it opaque
+    line = "cat <<'EOF'\n" + "a line of text (with | and ;)\n" * 5_000 + "EOF\n"
+    assert not ANY_COMMAND_POLICY.command_line(line).opaque
+    assert ANY_COMMAND_POLICY.command_line(line).spellings() == ["cat"]
+    assert ANY_COMMAND_POLICY.decide(execute(line)).effect is Effect.ALLOW
