@@ -162,6 +162,7 @@ def run_process(
             used,
             group,
             pass_fds=(info_fd,) if info_fd is not None else (),
+            argv_has_limits=prlimit is not None,
         )
         if info_fd is not None:
             run.tree.namespace_init = _namespace_init(info_read, info_fd)
@@ -304,6 +305,7 @@ class _Run:
         isolation: Isolation,
         group: PidsGroup | None,
         pass_fds: tuple[int, ...] = (),
+        argv_has_limits: bool = True,
     ) -> None:
         self.limits = limits
         self.cancel = cancel
@@ -320,7 +322,8 @@ class _Run:
                 start_new_session=True,  # its own process group, killed as one
                 close_fds=True,
                 pass_fds=pass_fds,
-                preexec_fn=None if shutil.which("prlimit") else _preexec(limits),
+                # without prlimit (util-linux) the kernel limits are set between fork and exec
+                preexec_fn=None if argv_has_limits else _preexec(limits),
             )
         except OSError as exc:
             raise SandboxError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
