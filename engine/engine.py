@@ -36,6 +36,7 @@ import orjson
 import pydantic_core
 
 from engine import outcomes
+from engine.audit import AuditError, AuditLog
 from engine.callcontext import CallContext
 from engine.calls import ErrorInfo, Status, ToolCall, ToolChunk, ToolResult
 from engine.content import Block, merge_blocks, to_content
@@ -55,6 +56,7 @@ from engine.errors import (
     UnknownToolError,
 )
 from engine.outcomes import Admitted, RunFailed
+from engine.record import intent_fields, outcome_fields
 from engine.retry import DEFAULT_RETRY, RetryPolicy
 from engine.scheduler import Gates, Scheduler
 from engine.schema import REQUIRED
@@ -84,9 +86,10 @@ class Engine:
     ``policy`` decides every call (the ``default`` preset when none is given) and sets the
     concurrency limits. ``context`` objects are injected by type (agent level: beats the
     toolkit's, loses to a call's). ``approver(call, decision)`` answers "ask" decisions (it may
-    be async); without one, "ask" means deny. ``default_timeout`` applies to tools that declare
-    none; ``retry`` is the policy for tools that declare none. Sync tools run in a pool of
-    ``max_workers`` threads. Use as ``async with Engine(...) as engine:`` or call `aclose` to
+    be async); without one, "ask" means deny. ``audit`` keeps an intent and an outcome record
+    of every call (a call whose intent cannot be written is denied). ``default_timeout``
+    applies to tools that declare none; ``retry`` is the policy for tools that declare none.
+    Sync tools run in a pool of ``max_workers`` threads. Use as ``async with Engine(...) as engine:`` or call `aclose` to
     stop submitted calls and worker threads.
     """
 
@@ -96,6 +99,7 @@ class Engine:
         *,
         policy: Policy | None = None,
         fs: VirtualFS | None = None,
+        audit: AuditLog | None = None,
         approver: Approver | None = None,
         context: ContextLike = None,
         default_timeout: float = 30.0,
@@ -112,6 +116,7 @@ class Engine:
         # no engine runs without a policy: none given means the default preset
         self.policy = policy if policy is not None else Policy.preset("default")
         self.approver = approver
+        self.audit = audit
         self.context = ContextLevel(context)
         # the file system is how file tools reach files: injected by type like any context
         self.fs = fs
@@ -135,6 +140,16 @@ class Engine:
         self._requests: dict[tuple[RegisteredTool, str], Request] = {}
         self._watchdog: Watchdog | None = None
         self._closed = False
+
+    def _finish(self, call: ToolCall, result: ToolResult) -> None:
+        """Step 8: the result reaches the call context (and its listeners) and the audit log.
+        An audit log that cannot be written is reported, and the call still gets its result."""
+        self.calls.record(result)
+        if self.audit is not None:
+            try:
+                self.audit.record("outcome", outcome_fields(call, result))
+            except AuditError as exc:
+                log.error("call %s was not audited: %s", call.id, exc)
 
     def _limit(self, tool: RegisteredTool) -> float:
         """Seconds an attempt of ``tool`` may take."""
@@ -182,11 +197,11 @@ class Engine:
                 admitted = outcome
                 result = await self._execute(call, admitted, started)
         except asyncio.CancelledError:
-            self.calls.record(outcomes.cancelled(call, admitted, started))
+            self._finish(call, outcomes.cancelled(call, admitted, started))
             raise
         except Exception as exc:  # a bug in Stockade itself: still answer, and say so loudly
             result = outcomes.internal_error(call, admitted, exc, started)
-        self.calls.record(result)
+        self._finish(call, result)
         return result
 
     async def call_many(
@@ -223,7 +238,7 @@ class Engine:
             for item in batch_calls:  # calls that never started are cancelled too
                 if self.calls.result(item.id) is None:
                     self.calls.track(item)
-                    self.calls.record(outcomes.cancelled(item, None, started))
+                    self._finish(item, outcomes.cancelled(item, None, started))
             raise
         return [r for r in results if r is not None]
 
@@ -243,7 +258,7 @@ class Engine:
             self._submitted.discard(done)
             if done.cancelled() and self.calls.result(call.id) is None:
                 # cancelled before the call began: record it, or it would stay pending forever
-                self.calls.record(outcomes.cancelled(call, None, started))
+                self._finish(call, outcomes.cancelled(call, None, started))
 
         task.add_done_callback(finished)
         return task
@@ -277,12 +292,12 @@ class Engine:
             else:
                 result = outcome
         except (asyncio.CancelledError, GeneratorExit):
-            self.calls.record(outcomes.cancelled(call, admitted, started))
+            self._finish(call, outcomes.cancelled(call, admitted, started))
             raise
         except Exception as exc:  # a bug in Stockade itself: still answer, and say so loudly
             result = outcomes.internal_error(call, admitted, exc, started)
         assert result is not None
-        self.calls.record(result)
+        self._finish(call, result)
         yield ToolChunk(
             call.id, result.tool, result.content if admitted is None else [], True, result
         )
@@ -354,6 +369,11 @@ class Engine:
             decision = Decision(Effect.DENY, "sandbox", str(exc), "call", exc.path)
         else:
             decision = self._decide(tool, request, kwargs, ctx)
+        if self.audit is not None:
+            try:
+                self.audit.record("intent", intent_fields(call, request, decision))
+            except AuditError as exc:  # nothing runs that the audit log cannot keep
+                decision = Decision(Effect.DENY, "audit", str(exc), "call", None)
         admitted = Admitted(call, tool, kwargs, ctx, decision, request, metadata)
         effect = decision.effect
         if effect is Effect.ALLOW:
@@ -782,7 +802,7 @@ class Engine:
             result = outcomes.run_failure(admitted, started, RunFailed(value, 1, "error"))
         else:
             result = outcomes.success(admitted, started, value, 1, self.max_result_chars)
-        self.calls.record(result)
+        self._finish(admitted.call, result)
         return result
 
     @property
