@@ -89,8 +89,8 @@ class Engine:
     be async); without one, "ask" means deny. ``audit`` keeps an intent and an outcome record
     of every call (a call whose intent cannot be written is denied). ``default_timeout``
     applies to tools that declare none; ``retry`` is the policy for tools that declare none.
-    Sync tools run in a pool of ``max_workers`` threads. Use as ``async with Engine(...) as engine:`` or call `aclose` to
-    stop submitted calls and worker threads.
+    Sync tools run in a pool of ``max_workers`` threads. Use as ``async with Engine(...) as
+    engine:`` or call `aclose` to stop submitted calls and worker threads.
     """
 
     def __init__(
