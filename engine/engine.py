@@ -26,6 +26,7 @@ from collections.abc import (
     Awaitable,
     Callable,
     Iterable,
+    Iterator,
     Mapping,
     Sequence,
 )
@@ -34,6 +35,8 @@ from typing import Any, cast
 
 import orjson
 import pydantic_core
+from opentelemetry import context as context_api
+from opentelemetry.sdk.trace import TracerProvider
 
 from engine import outcomes
 from engine.audit import AuditError, AuditLog
@@ -62,6 +65,7 @@ from engine.scheduler import Gates, Scheduler
 from engine.schema import REQUIRED
 from engine.tool import Access, Mode, RegisteredTool
 from engine.toolkit import Toolkit
+from engine.tracing import CallTracer
 from engine.workers import WorkerPool
 from policies import (
     Decision,
@@ -87,7 +91,9 @@ class Engine:
     concurrency limits. ``context`` objects are injected by type (agent level: beats the
     toolkit's, loses to a call's). ``approver(call, decision)`` answers "ask" decisions (it may
     be async); without one, "ask" means deny. ``audit`` keeps an intent and an outcome record
-    of every call (a call whose intent cannot be written is denied). ``default_timeout``
+    of every call (a call whose intent cannot be written is denied). ``tracer_provider`` gets
+    one OpenTelemetry span per call (arguments and results in it only with ``record_content``,
+    redacted); `run_span` opens a parent span for many. ``default_timeout``
     applies to tools that declare none; ``retry`` is the policy for tools that declare none.
     Sync tools run in a pool of ``max_workers`` threads. Use as ``async with Engine(...) as
     engine:`` or call `aclose` to stop submitted calls and worker threads.
@@ -100,6 +106,8 @@ class Engine:
         policy: Policy | None = None,
         fs: VirtualFS | None = None,
         audit: AuditLog | None = None,
+        tracer_provider: TracerProvider | None = None,
+        record_content: bool = False,
         approver: Approver | None = None,
         context: ContextLike = None,
         default_timeout: float = 30.0,
@@ -117,6 +125,12 @@ class Engine:
         self.policy = policy if policy is not None else Policy.preset("default")
         self.approver = approver
         self.audit = audit
+        # no provider, no spans: the hot path then only checks this for None
+        self._tracing = (
+            CallTracer(tracer_provider, record_content=record_content)
+            if tracer_provider is not None
+            else None
+        )
         self.context = ContextLevel(context)
         # the file system is how file tools reach files: injected by type like any context
         self.fs = fs
@@ -150,6 +164,8 @@ class Engine:
                 self.audit.record("outcome", outcome_fields(call, result))
             except AuditError as exc:
                 log.error("call %s was not audited: %s", call.id, exc)
+        if self._tracing is not None:
+            self._tracing.finish(call, result)
 
     def _limit(self, tool: RegisteredTool) -> float:
         """Seconds an attempt of ``tool`` may take."""
@@ -184,6 +200,18 @@ class Engine:
     async def call(self, call: ToolCall, *, context: ContextLike = None) -> ToolResult:
         """Run one call through every step and return its result. Never raises for a tool's
         fault; re-raises the caller's own cancellation after recording the call as cancelled."""
+        tracing = self._tracing
+        if tracing is None:
+            return await self._call(call, context)
+        # the call's span is current while it runs, so spans the tool makes nest under it
+        tool = self.toolkit.resolve(call.name)
+        token = tracing.start(call, tool.description if tool else None, current=True)
+        try:
+            return await self._call(call, context)
+        finally:
+            context_api.detach(token)
+
+    async def _call(self, call: ToolCall, context: ContextLike) -> ToolResult:
         started = perf_counter()
         self.calls.track(call)
         admitted: Admitted | None = None
@@ -210,6 +238,14 @@ class Engine:
         """Run calls and return their results in input order. Consecutive concurrency-safe
         calls run together; any other call runs alone, after those before it."""
         batch_calls = list(calls)
+        if self._tracing is not None:
+            with self._tracing.run("call_many", {"calls": len(batch_calls)}):
+                return await self._call_many(batch_calls, context)
+        return await self._call_many(batch_calls, context)
+
+    async def _call_many(
+        self, batch_calls: list[ToolCall], context: ContextLike
+    ) -> list[ToolResult]:
         results: list[ToolResult | None] = [None] * len(batch_calls)
         batch: list[int] = []
 
@@ -242,6 +278,16 @@ class Engine:
             raise
         return [r for r in results if r is not None]
 
+    @contextlib.contextmanager
+    def run_span(self, name: str, **attributes: Any) -> Iterator[None]:
+        """A parent span for the calls made inside it (a session, a replayed transcript):
+        ``with engine.run_span("session", agent="planner"): ...``. Nothing without tracing."""
+        if self._tracing is None:
+            yield
+            return
+        with self._tracing.run(name, attributes):
+            yield
+
     def submit(self, call: ToolCall, *, context: ContextLike = None) -> asyncio.Task[ToolResult]:
         """Start a call in the background and return its task at once. The call is pending in
         `calls` immediately; its result reaches `calls` listeners and `calls.wait(id)`."""
@@ -272,6 +318,10 @@ class Engine:
         ``contextlib.aclosing`` so that happens promptly."""
         started = perf_counter()
         self.calls.track(call)
+        if self._tracing is not None:
+            # not made current: a generator cannot hold a context across its yields
+            tool = self.toolkit.resolve(call.name)
+            self._tracing.start(call, tool.description if tool else None, current=False)
         queue: asyncio.Queue[list[Block]] = asyncio.Queue()
         admitted: Admitted | None = None
         result: ToolResult | None = None
@@ -374,6 +424,8 @@ class Engine:
                 self.audit.record("intent", intent_fields(call, request, decision))
             except AuditError as exc:  # nothing runs that the audit log cannot keep
                 decision = Decision(Effect.DENY, "audit", str(exc), "call", None)
+        if self._tracing is not None:
+            self._tracing.decided(call, request, decision)
         admitted = Admitted(call, tool, kwargs, ctx, decision, request, metadata)
         effect = decision.effect
         if effect is Effect.ALLOW:
