@@ -45,6 +45,7 @@ _log = logging.getLogger("stockade.audit")
 
 Durability = Literal["batch", "fsync"]
 GENESIS = "0" * 64
+_CHAIN_FIELDS = frozenset({"seq", "prev", "hash"})
 _HASH_TAIL = re.compile(rb',"hash":"([0-9a-f]{64})"\}$')
 _ROTATED = re.compile(r"\.(\d{6})$")
 
@@ -112,8 +113,18 @@ class AuditLog:
     # -- writing -----------------------------------------------------------------------------
 
     def record(self, kind: str, fields: Mapping[str, Any]) -> None:
-        """Append a record of ``kind`` (``intent``, ``outcome`` ...) with ``fields``."""
-        entry = {"kind": kind, "time": time.time(), **fields}
+        """Append a record of ``kind`` (``intent``, ``outcome`` ...) with ``fields``. The
+        chain's own fields cannot be given."""
+        taken = _CHAIN_FIELDS.intersection(fields)
+        if taken:
+            raise ValueError(
+                f"field(s) {', '.join(sorted(taken))} belong to the audit chain; rename them"
+            )
+        self.append({"kind": kind, "time": time.time(), **fields})
+
+    def append(self, entry: dict[str, Any]) -> None:
+        """Append a record already holding its ``kind`` and ``time`` (the engine's fast path:
+        no copy is made, so the dict must not change afterwards)."""
         with self._lock:
             if self._closed:
                 raise AuditError(f"the audit log {self.path} is closed; open a new AuditLog")
@@ -151,17 +162,24 @@ class AuditLog:
         return bool(self._pending) and time.monotonic() - self._oldest >= self.max_delay_s
 
     def _write_pending(self) -> None:
-        """Chain, serialise and write the waiting records as one write (lock held)."""
-        lines = []
-        seq, prev = self._seq, self._prev
-        for entry in self._pending:
+        """Number, chain, seal and write the waiting records as one write (lock held). Each
+        line is ``{"seq":..,"prev":..,<entry>,"hash":..}``, the hash being the sha256 of the
+        line without it; the head is formatted rather than merged into a new dict, and the
+        loop is written out, because it runs for every record."""
+        pending, self._pending = self._pending, []
+        seq, prev = self._seq, self._prev.encode()
+        out = bytearray()
+        dumps, sha256 = orjson.dumps, hashlib.sha256
+        for entry in pending:
             seq += 1
-            line, prev = _seal({"seq": seq, "prev": prev, **entry})
-            lines.append(line)
-        self._pending.clear()
-        data = b"".join(lines)
+            body = b'{"seq":%d,"prev":"%s",%s' % (seq, prev, dumps(entry, default=str)[1:])
+            prev = sha256(body).hexdigest().encode()
+            out += body[:-1]
+            out += b',"hash":"'
+            out += prev
+            out += b'"}\n'
         try:
-            _write_all(self._fd, data)
+            _write_all(self._fd, out)
             if self.durability == "fsync":
                 os.fsync(self._fd)
         except OSError as exc:
@@ -169,8 +187,8 @@ class AuditLog:
                 f"cannot write the audit log {self.path}: {exc.strerror}; the calls are not "
                 "recorded until it is writable again"
             ) from None
-        self._seq, self._prev = seq, prev
-        self._size += len(data)
+        self._seq, self._prev = seq, prev.decode()
+        self._size += len(out)
         if self._size >= self.rotate_bytes:
             self._rotate()
 
@@ -217,46 +235,41 @@ def _flush_loop(ref: weakref.ref[AuditLog], wake: threading.Event, delay: float)
         del log
 
 
-def _seal(record: dict[str, Any]) -> tuple[bytes, str]:
-    """A record's line (ending in its own hash and a newline) and that hash."""
-    body = orjson.dumps(record, default=str)
-    digest = hashlib.sha256(body).hexdigest()
-    return body[:-1] + b',"hash":"' + digest.encode() + b'"}\n', digest
-
-
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | bytearray) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
 
 def _tail(path: Path) -> tuple[int, str, bytes | None]:
-    """Where the chain stands at the end of ``path`` (and its rotated files): the last seq,
-    the last hash, and a half-written last line, if any."""
-    files = [*_rotated(path), path]
-    for current in reversed(files):
+    """Where the chain stands at the end of ``path`` and its rotated files: the last seq, the
+    last hash, and a half-written last line of ``path`` (a crash mid-write), if any. Raises
+    AuditError for a file that is not a Stockade audit log."""
+    partial: bytes | None = None
+    for current in reversed([*_rotated(path), path]):
         if not current.exists():
             continue
         data = _read_end(current)
-        if not data:
-            continue
-        partial: bytes | None = None
-        if not data.endswith(b"\n"):
+        if current == path and data and not data.endswith(b"\n"):
             cut = data.rfind(b"\n") + 1
             partial, data = data[cut:], data[:cut]
+            if not partial.startswith(b'{"seq":'):
+                raise AuditError(
+                    f"{current} does not end in a Stockade audit record; it was not written "
+                    "by Stockade or was damaged: run verify_audit on it, and use another path"
+                )
         lines = data.splitlines()
         if not lines:
-            return 0, GENESIS, partial if current == path else None
-        last = lines[-1]
+            continue  # nothing complete here (new, or only a half line): look further back
         try:
-            record = orjson.loads(last)
-            return int(record["seq"]), str(record["hash"]), partial if current == path else None
+            record = orjson.loads(lines[-1])
+            return int(record["seq"]), str(record["hash"]), partial
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             raise AuditError(
                 f"{current} does not end in a Stockade audit record; it was not written by "
                 "Stockade or was damaged: run verify_audit on it, and use another path"
             ) from None
-    return 0, GENESIS, None
+    return 0, GENESIS, partial
 
 
 def _read_end(path: Path, size: int = 1 << 20) -> bytes:

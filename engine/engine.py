@@ -161,7 +161,7 @@ class Engine:
         self.calls.record(result)
         if self.audit is not None:
             try:
-                self.audit.record("outcome", outcome_fields(call, result))
+                self.audit.append(outcome_fields(call, result))
             except AuditError as exc:
                 log.error("call %s was not audited: %s", call.id, exc)
         if self._tracing is not None:
@@ -421,7 +421,7 @@ class Engine:
             decision = self._decide(tool, request, kwargs, ctx)
         if self.audit is not None:
             try:
-                self.audit.record("intent", intent_fields(call, request, decision))
+                self.audit.append(intent_fields(call, request, decision))
             except AuditError as exc:  # nothing runs that the audit log cannot keep
                 decision = Decision(Effect.DENY, "audit", str(exc), "call", None)
         if self._tracing is not None:

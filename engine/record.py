@@ -1,10 +1,12 @@
 """Step 8, record: what the audit log keeps of a call when it is decided and when it ends.
 
-Plain dicts, built directly (this runs twice per call): the audit log seals and writes them.
+Plain dicts, built directly, ``kind`` and ``time`` first (this runs twice per call): the audit
+log numbers, chains, seals and writes them as they are.
 """
 
 from __future__ import annotations
 
+from time import time
 from typing import Any
 
 from engine.calls import ToolCall, ToolResult
@@ -14,35 +16,50 @@ from policies import Decision, Request
 def intent_fields(call: ToolCall, request: Request, decision: Decision) -> dict[str, Any]:
     """The ``intent`` record: who asks for which tool, on which canonical paths (and how), the
     command, and what the policy decided, by which rule and why."""
-    return {
+    fields = {
+        "kind": "intent",
+        "time": time(),
         "call_id": call.id,
         "subject": call.subject,
         "tool": request.tool,
         "action": request.action,
-        "paths": [[path, access] for path, access in request.paths],
-        "command": request.command,
         "effect": decision.effect.value,
         "rule": decision.rule,
         "reason": decision.reason,
     }
+    # left out when empty: every byte is hashed, for every call
+    if request.paths:
+        fields["paths"] = request.paths  # (path, access) pairs: JSON arrays
+    if request.command is not None:
+        fields["command"] = request.command
+    return fields
 
 
 def outcome_fields(call: ToolCall, result: ToolResult) -> dict[str, Any]:
     """The ``outcome`` record: how the call ended, how long it took, and what it changed (the
-    bytes and the sha256 of a file before and after, as file tools report them)."""
+    bytes and the sha256 of a file before and after, as file tools report them). Who asked and
+    what was decided are in the call's intent record (the same ``call_id``); the decision is
+    repeated only when it changed since (an approver's answer), or when there was no intent
+    (a call refused before it was decided: an unknown tool, bad arguments)."""
     metadata = result.metadata
-    decision = result.decision
+    error = result.error
     fields: dict[str, Any] = {
+        "kind": "outcome",
+        "time": time(),
         "call_id": call.id,
-        "subject": call.subject,
         "tool": result.tool,
         "status": result.status,
-        "duration_s": round(result.duration_s, 6),
+        "duration_s": result.duration_s,
         "attempts": result.attempts,
-        "effect": decision.effect.value if decision is not None else None,
-        "rule": decision.rule if decision is not None else None,
-        "error": result.error.type if result.error is not None else None,
     }
+    if error is not None:
+        fields["error"] = error.type
+    decision = result.decision
+    if decision is None:
+        fields["subject"] = call.subject
+    elif metadata and "approval" in metadata:
+        fields["effect"] = decision.effect.value
+        fields["rule"] = decision.rule
     if metadata:
         for key in ("path", "bytes", "sha256_before", "sha256_after", "approval"):
             if key in metadata:
