@@ -34,6 +34,7 @@ import re
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,9 +83,10 @@ class AuditLog:
         self.max_batch = 1 if durability == "fsync" else max_batch
         self.max_delay_s = max_delay_s
         self.rotate_bytes = rotate_bytes
-        self._lock = threading.Lock()  # guards the pending list and the chain
-        self._pending: list[dict[str, Any]] = []
-        self._oldest = 0.0
+        # records wait in a deque (appends and pops are atomic: no lock on the hot path); the
+        # lock makes one writer at a time own the chain and the file
+        self._lock = threading.Lock()
+        self._pending: deque[dict[str, Any]] = deque()
         self._closed = False
         self._failing = False
         try:
@@ -125,14 +127,14 @@ class AuditLog:
     def append(self, entry: dict[str, Any]) -> None:
         """Append a record already holding its ``kind`` and ``time`` (the engine's fast path:
         no copy is made, so the dict must not change afterwards)."""
-        with self._lock:
-            if self._closed:
-                raise AuditError(f"the audit log {self.path} is closed; open a new AuditLog")
-            if not self._pending:
-                self._oldest = time.monotonic()
-            self._pending.append(entry)
-            if len(self._pending) >= self.max_batch:
-                self._write_pending()
+        if self._closed:
+            raise AuditError(f"the audit log {self.path} is closed; open a new AuditLog")
+        pending = self._pending
+        pending.append(entry)
+        if len(pending) >= self.max_batch:
+            with self._lock:
+                if not self._closed:
+                    self._write_pending()
 
     def flush(self) -> None:
         """Write every waiting record now (and fsync them, in ``fsync`` mode)."""
@@ -148,6 +150,8 @@ class AuditLog:
             if self._pending:
                 self._write_pending()
             self._closed = True
+            if self._pending:  # appended by another thread while the first write ran
+                self._write_pending()
             os.close(self._fd)
         self._wake.set()
         atexit.unregister(self.close)
@@ -158,19 +162,18 @@ class AuditLog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _due(self) -> bool:
-        return bool(self._pending) and time.monotonic() - self._oldest >= self.max_delay_s
-
     def _write_pending(self) -> None:
         """Number, chain, seal and write the waiting records as one write (lock held). Each
         line is ``{"seq":..,"prev":..,<entry>,"hash":..}``, the hash being the sha256 of the
         line without it; the head is formatted rather than merged into a new dict, and the
         loop is written out, because it runs for every record."""
-        pending, self._pending = self._pending, []
+        pending = self._pending
         seq, prev = self._seq, self._prev.encode()
         out = bytearray()
         dumps, sha256 = orjson.dumps, hashlib.sha256
-        for entry in pending:
+        # as many as are waiting now; what others append meanwhile waits for the next write
+        for _ in range(len(pending)):
+            entry = pending.popleft()
             seq += 1
             body = b'{"seq":%d,"prev":"%s",%s' % (seq, prev, dumps(entry, default=str)[1:])
             prev = sha256(body).hexdigest().encode()
@@ -216,14 +219,15 @@ class AuditLog:
 
 
 def _flush_loop(ref: weakref.ref[AuditLog], wake: threading.Event, delay: float) -> None:
-    """Write batches that have waited ``delay``; ends when the log is closed or collected."""
+    """Write what is waiting every ``delay`` seconds (so no record waits longer); ends when the
+    log is closed or collected."""
     while True:
-        wake.wait(delay / 2)
+        wake.wait(delay)
         log = ref()
         if log is None or log._closed:
             return
         with log._lock:
-            if log._due() and not log._closed:
+            if log._pending and not log._closed:
                 try:
                     log._write_pending()
                 except AuditError as exc:
