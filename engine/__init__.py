@@ -14,6 +14,7 @@ Quick tour::
     result = await Engine(toolkit).call(ToolCall(name="add", arguments={"a": 1, "b": 2}))
 """
 
+from engine.audit import AuditError, AuditLog, AuditReport, read_audit, verify_audit
 from engine.callcontext import CallContext
 from engine.calls import ErrorInfo, ToolCall, ToolChunk, ToolResult, new_call_id
 from engine.content import ImageBlock, TextBlock, ToolOutput
@@ -46,6 +47,9 @@ __version__ = "0.1.0"
 __all__ = [
     "BASIC",
     "ArgumentError",
+    "AuditError",
+    "AuditLog",
+    "AuditReport",
     "CallContext",
     "CallError",
     "ContextMissingError",
@@ -81,5 +85,7 @@ __all__ = [
     "Toolkit",
     "UnknownToolError",
     "new_call_id",
+    "read_audit",
     "tool",
+    "verify_audit",
 ]

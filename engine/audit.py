@@ -1,6 +1,6 @@
 """The audit log: a hash-chained JSONL file of what every call was about to do and what it did.
 
-    audit = AuditLog(".stockade/audit.jsonl")            # durability="batch" (the default)
+    audit = AuditLog()                     # .stockade/audit.jsonl; durability="batch" (the default)
     engine = Engine(toolkit, audit=audit)
     report = verify_audit(".stockade/audit.jsonl")       # report.ok, report.problem
     for record in read_audit(".stockade/audit.jsonl", tool="write_file", status="denied"): ...
@@ -46,6 +46,7 @@ _log = logging.getLogger("stockade.audit")
 
 Durability = Literal["batch", "fsync"]
 GENESIS = "0" * 64
+DEFAULT_PATH = Path(".stockade") / "audit.jsonl"  # in the working directory
 _CHAIN_FIELDS = frozenset({"seq", "prev", "hash"})
 _HASH_TAIL = re.compile(rb',"hash":"([0-9a-f]{64})"\}$')
 _ROTATED = re.compile(r"\.(\d{6})$")
@@ -65,7 +66,7 @@ class AuditLog:
 
     def __init__(
         self,
-        path: str | Path,
+        path: str | Path = DEFAULT_PATH,
         *,
         durability: Durability = "batch",
         max_batch: int = 512,

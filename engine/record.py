@@ -24,10 +24,12 @@ def intent_fields(call: ToolCall, request: Request, decision: Decision) -> dict[
         "tool": request.tool,
         "action": request.action,
         "effect": decision.effect.value,
-        "rule": decision.rule,
-        "reason": decision.reason,
     }
-    # left out when empty: every byte is hashed, for every call
+    # left out when empty: every byte is hashed, for every call. A decision without a rule is
+    # the policy's default, whose reason says only that
+    if decision.rule is not None:
+        fields["rule"] = decision.rule
+        fields["reason"] = decision.reason
     if request.paths:
         fields["paths"] = request.paths  # (path, access) pairs: JSON arrays
     if request.command is not None:

@@ -74,3 +74,15 @@ def test_process_benchmark_quick_run_reports_start_and_kill_figures() -> None:
     assert len(hung) == 4
     # the benchmark checks with psutil that nothing of a killed run is left alive
     assert all(r["leftovers"] == 0 for r in hung)
+
+
+def test_observability_benchmark_quick_run_reports_the_four_ways_and_a_verified_log() -> None:
+    rows = {r["measure"]: r for r in quick_json("bench_observability.py")}
+    assert list(rows) == [
+        "Engine.call",
+        "with audit (batched)",
+        "with a span (in-memory exporter)",
+        "with audit and a span",
+    ]
+    assert all(r["us"] > 0 for r in rows.values())
+    assert rows["Engine.call"]["audit_verified"] is True
