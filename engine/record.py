@@ -12,6 +12,9 @@ from typing import Any
 from engine.calls import ToolCall, ToolResult
 from policies import Decision, Request
 
+_MAX_TEXT = 2000
+_MAX_ITEMS = 20
+
 
 def intent_fields(call: ToolCall, request: Request, decision: Decision) -> dict[str, Any]:
     """The ``intent`` record: who asks for which tool, on which canonical paths (and how), the
@@ -72,8 +75,8 @@ def outcome_fields(call: ToolCall, result: ToolResult) -> dict[str, Any]:
             fields["exit_code"] = process.get("exit_code")
             fields["killed_reason"] = process.get("killed_reason")
         warnings = metadata.get("warnings")
-        if warnings:
-            fields["warnings"] = [str(w) for w in warnings]
+        if warnings:  # what a tool put there is kept bounded: a record is one line
+            fields["warnings"] = [str(w)[:_MAX_TEXT] for w in list(warnings)[:_MAX_ITEMS]]
         if metadata.get("dangerous_io"):
             fields["dangerous_io"] = True
     return fields
