@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -52,35 +53,49 @@ ExporterName = Literal["console", "jsonl", "otlp", "memory"]
 REDACTED = "[REDACTED]"
 MAX_RECORDED_CHARS = 4096
 
-# keys whose values are secrets whatever they hold, and values that look like one anywhere
-_SECRET_KEY = re.compile(
-    r"pass(word|wd|phrase)?|secret|token|api[_-]?key|auth|credential|private[_-]?key|cookie"
-    r"|session[_-]?id|signature",
-    re.IGNORECASE,
+# keys whose values are secrets whatever they hold (as whole words of the key: ``api_key``,
+# ``apiKey`` and ``X-Auth-Token`` are; ``author``, ``passenger`` and ``max_tokens`` are not)
+_SECRET_WORDS = re.compile(
+    r"(?:^|_)(pass(word|wd|phrase)?|secret|token|api_?key|auth|authorization|credentials?"
+    r"|private_?key|cookie|session_?id|signature|access_?key|secret_?key)(?:_|$)"
 )
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# values that look like a secret anywhere in a text (not inside a longer word: "risk-free")
 _SECRET_VALUE = re.compile(
+    r"(?<![A-Za-z0-9])(?:"
     r"AKIA[0-9A-Z]{16}"  # AWS access key id
     r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
     r"|github_pat_[A-Za-z0-9_]{30,}"
     r"|sk-[A-Za-z0-9_-]{20,}"  # OpenAI-style keys
     r"|xox[abprs]-[A-Za-z0-9-]{10,}"  # Slack tokens
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+"  # JWTs
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
     r"|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{16,}"
+    r")"
 )
+_MAX_DEPTH = 32
 
 
-def redact(value: Any, key: str = "") -> Any:
+def secret_key(key: str) -> bool:
+    """Whether a mapping key names a secret (its value is then redacted whole)."""
+    words = _CAMEL.sub("_", key).lower().replace("-", "_").replace(".", "_").replace(" ", "_")
+    return _SECRET_WORDS.search(words) is not None
+
+
+def redact(value: Any, key: str = "", _depth: int = 0) -> Any:
     """``value`` with secrets replaced: whole values under secret-looking keys, and
-    secret-looking substrings of any text, through nested mappings and lists."""
-    if key and _SECRET_KEY.search(key):
+    secret-looking substrings of any text, through nested mappings and lists (deeper than 32
+    levels, or cyclic, the rest is summarised)."""
+    if key and secret_key(key):
         return REDACTED
     if isinstance(value, str):
         return _SECRET_VALUE.sub(REDACTED, value)
+    if _depth >= _MAX_DEPTH and isinstance(value, Mapping | list | tuple):
+        return f"<nested deeper than {_MAX_DEPTH} levels>"
     if isinstance(value, Mapping):
-        return {str(k): redact(v, str(k)) for k, v in value.items()}
+        return {str(k): redact(v, str(k), _depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
+        return [redact(v, "", _depth + 1) for v in value]
     return value
 
 
@@ -89,8 +104,8 @@ def recorded(value: Any) -> str:
     value that cannot be serialised is described instead."""
     try:
         text = orjson.dumps(redact(value), default=str).decode()
-    except (TypeError, ValueError) as exc:
-        return f"<not serialisable: {type(value).__name__}: {exc}>"
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"<not serialisable: {type(value).__name__}: {exc}>"[:MAX_RECORDED_CHARS]
     if len(text) > MAX_RECORDED_CHARS:
         return f"{text[:MAX_RECORDED_CHARS]}... [{len(text):,} characters in all]"
     return text
@@ -175,7 +190,9 @@ def tracer_provider(
     if isinstance(exporter, SpanExporter):
         provider.add_span_processor(BatchSpanProcessor(_Guarded(exporter)))
     elif exporter == "console":
-        provider.add_span_processor(BatchSpanProcessor(_Guarded(ConsoleSpanExporter())))
+        # the stream as it is now (the exporter's default is stdout as it was at import)
+        console = ConsoleSpanExporter(out=sys.stdout)
+        provider.add_span_processor(BatchSpanProcessor(_Guarded(console)))
     elif exporter == "jsonl":
         provider.add_span_processor(BatchSpanProcessor(_Guarded(JsonLinesExporter(path))))
     elif exporter == "otlp":
@@ -251,7 +268,10 @@ class CallTracer:
         """Close the span of ``call`` with how it ended."""
         span = self.spans.pop(id(call), None)
         if span is None:
-            return
+            # ended before it began (cancelled while waiting), or an external call's final
+            # result: it gets a span of its own, so every result is in the trace
+            self.start(call, None, current=False)
+            span = self.spans.pop(id(call))
         span.set_attribute("stockade.status", result.status)
         span.set_attribute("stockade.attempts", result.attempts)
         decision = result.decision
