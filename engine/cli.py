@@ -172,7 +172,8 @@ def demo(
         console.print(
             "[dim]Every call went through the default policy preset; file tools worked in "
             f"{report.workspace} through the virtual filesystem, and commands ran in the process "
-            f"sandbox ({_isolation()}). Tracing and the audit log arrive in later releases.[/]"
+            f"sandbox ({_isolation()}). The audit log and tracing are in the library (see the "
+            "README); the demo shows them in a later release.[/]"
         )
     raise typer.Exit(0 if report.passed else 1)
 
