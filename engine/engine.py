@@ -400,6 +400,31 @@ class Engine:
 
     # -- steps 1-4: resolve, validate, classify, decide ---------------------------------------
 
+    def preview(self, call: ToolCall) -> tuple[Request, Decision]:
+        """What the policy would decide on ``call``, without running it, asking anyone or
+        recording anything: steps 1-4 only. Raises `CallError` (an unknown tool, bad
+        arguments) where `call` would return an error result."""
+        tool = self.toolkit.resolve(call.name)
+        if tool is None:
+            raise UnknownToolError(self.toolkit.unavailable_reason(call.name))
+        kwargs, ctx, _ = self._validate(tool, call, None, SILENT_EMITTER)
+        return self._judge(tool, call, kwargs, ctx)
+
+    def _judge(
+        self,
+        tool: RegisteredTool,
+        call: ToolCall,
+        kwargs: dict[str, Any],
+        ctx: ToolContext | None,
+    ) -> tuple[Request, Decision]:
+        """Steps 3-4: classify, then decide."""
+        try:
+            request = self._classify(tool, call, kwargs)
+        except PathEscapeError as exc:  # a path that leads outside: nothing to ask a policy about
+            request = Request(call.subject, tool.name, "call", (), None, tool.spec.read_only)
+            return request, Decision(Effect.DENY, "sandbox", str(exc), "call", exc.path)
+        return request, self._decide(tool, request, kwargs, ctx)
+
     def _admit(
         self, call: ToolCall, context: ContextLike, emitter: Emitter, started: float
     ) -> Admitted | ToolResult | Awaitable[Admitted | ToolResult]:
@@ -412,13 +437,7 @@ class Engine:
             kwargs, ctx, metadata = self._validate(tool, call, context, emitter)
         except CallError as exc:
             return outcomes.failure(call, tool, exc, started)
-        try:
-            request = self._classify(tool, call, kwargs)
-        except PathEscapeError as exc:  # a path that leads outside: nothing to ask a policy about
-            request = Request(call.subject, tool.name, "call", (), None, tool.spec.read_only)
-            decision = Decision(Effect.DENY, "sandbox", str(exc), "call", exc.path)
-        else:
-            decision = self._decide(tool, request, kwargs, ctx)
+        request, decision = self._judge(tool, call, kwargs, ctx)
         if self.audit is not None:
             try:
                 self.audit.append(intent_fields(call, request, decision))
