@@ -18,6 +18,9 @@ from rich.live import Live
 from rich.table import Table
 
 from engine import __version__
+from engine.audit import verify_audit
+from engine.cli_audit import audit_app
+from engine.cli_policy import policy_app
 from engine.demo import DemoReport, DemoStep, run_demo
 from sandbox import isolation_available
 
@@ -27,6 +30,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(audit_app)
+app.add_typer(policy_app)
 
 _STATUS_STYLE = {
     "ok": "green",
@@ -136,15 +141,33 @@ def demo(
             file_okay=False,
         ),
     ] = None,
+    state: Annotated[
+        Path,
+        typer.Option("--state", help="Folder for the audit log and the traces.", file_okay=False),
+    ] = Path(".stockade"),
 ) -> None:
     """Run a scripted agent session through the engine and show what happened to each call."""
-    if workspace is not None:
-        workspace.mkdir(parents=True, exist_ok=True)
+    try:
+        if workspace is not None:
+            workspace.mkdir(parents=True, exist_ok=True)
+        state.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        Console(stderr=True, highlight=False).print(
+            f"[bold red]error:[/] cannot create {exc.filename}: {exc.strerror}"
+        )
+        raise typer.Exit(1) from None
     if as_json:
-        report = asyncio.run(run_demo(workspace=workspace))
+        report = asyncio.run(run_demo(workspace=workspace, state=state))
+        audit = verify_audit(report.audit) if report.audit else None
         payload = {
             "passed": report.passed,
             "seconds": round(report.seconds, 3),
+            "audit": {
+                "path": str(report.audit),
+                "intact": audit.ok if audit else None,
+                "records": audit.records if audit else 0,
+            },
+            "traces": str(report.traces),
             "steps": [
                 {
                     "label": s.label,
@@ -166,15 +189,21 @@ def demo(
                 steps.append(step)
                 live.update(_table(steps, console.width))
 
-            report = asyncio.run(run_demo(show, workspace))
+            report = asyncio.run(run_demo(show, workspace, state))
         console.print()
         console.print(_summary(report))
         console.print(
             "[dim]Every call went through the default policy preset; file tools worked in "
             f"{report.workspace} through the virtual filesystem, and commands ran in the process "
-            f"sandbox ({_isolation()}). The audit log and tracing are in the library (see the "
-            "README); the demo shows them in a later release.[/]"
+            f"sandbox ({_isolation()}).[/]"
         )
+        if report.audit is not None:
+            audit = verify_audit(report.audit)
+            console.print(
+                f"Audit log: {report.audit} ({audit}); see it with "
+                f"[bold]stockade audit show {report.audit}[/]. Traces: {report.traces}.",
+                highlight=False,
+            )
     raise typer.Exit(0 if report.passed else 1)
 
 

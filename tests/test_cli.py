@@ -22,14 +22,24 @@ def _stockade() -> str:
     return found
 
 
-def _run(*args: str, columns: int = 160) -> subprocess.CompletedProcess[str]:
+def _run(
+    *args: str, columns: int = 160, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    # the demo keeps its audit log and traces in ./.stockade: run it somewhere disposable
     return subprocess.run(
         [_stockade(), *args],
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, "COLUMNS": str(columns)},
+        cwd=cwd,
     )
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command runs in the test's own folder (the demo writes ./.stockade)."""
+    monkeypatch.chdir(tmp_path)
 
 
 def test_demo_runs_every_step_as_expected_and_exits_zero() -> None:
@@ -74,7 +84,17 @@ def test_demo_json_reports_each_call_with_its_result() -> None:
         "sandbox",
         "protected-records",
         "dangerous-command:download-and-run",
+        "dangerous-command:rm-recursive-force",
     }
+    hog = next(s for s in report["steps"] if "memory hog" in s["label"])
+    assert hog["result"]["metadata"]["process"]["killed_reason"] == "memory"
+    # the audit log: two records per decided call, one for the four refused before deciding
+    undecided = sum(1 for s in report["steps"] if s["result"]["decision"] is None)
+    assert report["audit"]["intact"] is True
+    assert report["audit"]["records"] == 2 * len(report["steps"]) - undecided
+    spans = Path(report["traces"]).read_text().splitlines()
+    # one per call, and the runs: the demo's and its parallel batch's (call_many)
+    assert len(spans) == len(report["steps"]) + 2
 
 
 def test_version_prints_the_package_version() -> None:
@@ -97,3 +117,153 @@ def test_demo_works_in_a_given_workspace_and_leaves_its_files_there(tmp_path: Pa
     assert "'hi '" in (workspace / "src" / "app.py").read_text()  # the demo's edit landed
     assert not (workspace / ".env").exists()  # refused
     assert not (workspace / ".git").exists()
+
+
+# -- stockade audit ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def audit_log(tmp_path: Path) -> Path:
+    """A real audit log, written by the demo."""
+    done = _run("demo", "--json", "--state", str(tmp_path / "state"))
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "state" / "audit.jsonl"
+
+
+def test_audit_verify_says_intact_and_exits_zero(audit_log: Path) -> None:
+    done = _run("audit", "verify", str(audit_log))
+    assert done.returncode == 0, done.stderr
+    assert "intact" in done.stdout
+    report = json.loads(_run("audit", "verify", str(audit_log), "--json").stdout)
+    assert report["ok"] is True
+    assert report["records"] > 40
+
+
+def test_audit_verify_names_the_first_edited_record_and_exits_one(audit_log: Path) -> None:
+    lines = audit_log.read_bytes().split(b"\n")
+    lines[4] = lines[4].replace(b'"agent"', b'"admin"', 1)
+    audit_log.write_bytes(b"\n".join(lines))
+    done = _run("audit", "verify", str(audit_log), "--json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["ok"] is False
+    assert report["bad_record"] == 5
+    assert "edited" in report["problem"]
+
+
+def test_audit_show_filters_and_prints_json_lines(audit_log: Path) -> None:
+    done = _run("audit", "show", str(audit_log), "--status", "denied", "--json")
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert records
+    assert {r["status"] for r in records} == {"denied"}
+    shells = _run("audit", "show", str(audit_log), "--tool", "run_*", "--kind", "intent", "--json")
+    commands = [json.loads(line).get("command") for line in shells.stdout.splitlines()]
+    assert "rm -rf /" in commands
+    table = _run("audit", "show", str(audit_log), "--path", "/workspace/.env")
+    assert table.returncode == 0
+    assert "write_file" in table.stdout
+
+
+def test_audit_tail_shows_the_last_records(audit_log: Path) -> None:
+    done = _run("audit", "tail", str(audit_log), "-n", "3", "--json")
+    assert done.returncode == 0, done.stderr
+    seqs = [json.loads(line)["seq"] for line in done.stdout.splitlines()]
+    total = json.loads(_run("audit", "verify", str(audit_log), "--json").stdout)["records"]
+    assert seqs == [total - 2, total - 1, total]
+
+
+def test_audit_on_a_missing_log_is_a_clear_error_without_a_traceback(tmp_path: Path) -> None:
+    for command in ("show", "tail"):
+        done = _run("audit", command, str(tmp_path / "nowhere.jsonl"))
+        assert done.returncode == 1
+        assert "no audit log at" in done.stderr
+        assert "Traceback" not in done.stderr
+    verify = _run("audit", "verify", str(tmp_path / "nowhere.jsonl"))
+    assert verify.returncode == 1
+    assert "no audit log" in verify.stdout
+
+
+def test_audit_show_rejects_a_time_it_cannot_read(audit_log: Path) -> None:
+    done = _run("audit", "show", str(audit_log), "--since", "last tuesday")
+    assert done.returncode == 2
+    assert "is not a time" in done.stderr
+
+
+# -- stockade policy --------------------------------------------------------------------------
+
+
+def test_policy_presets_lists_the_four() -> None:
+    done = _run("policy", "presets", "--json")
+    assert done.returncode == 0, done.stderr
+    names = [row["name"] for row in json.loads(done.stdout)]
+    assert names == ["default", "read-only", "strict", "permissive"]
+
+
+def test_policy_check_passes_a_good_file_and_names_the_line_of_a_bad_one(tmp_path: Path) -> None:
+    good = tmp_path / "good.toml"
+    good.write_text('version = 1\ndefault = "deny"\n')
+    assert _run("policy", "check", str(good)).returncode == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text('version = 1\n[[rules]]\nid = "x"\neffect = "alow"\n')
+    done = _run("policy", "check", str(bad), "--json")
+    assert done.returncode == 1
+    (finding,) = json.loads(done.stdout)["findings"]
+    assert (finding["severity"], finding["line"], finding["key"]) == ("error", 4, "rules.0.effect")
+
+
+@pytest.mark.parametrize(
+    ("args", "effect", "rule"),
+    [
+        (
+            ["--tool", "write_file", "--arg", "path=.env", "--arg", "content=x"],
+            "ask",
+            "dangerous-path",
+        ),
+        (["--tool", "read_text_file", "--arg", "path=src/app.py"], "allow", "workspace-files"),
+        (["--tool", "read_text_file", "--arg", "path=../../etc/passwd"], "deny", "sandbox"),
+        (["--tool", "run_shell", "--arg", "command=git status"], "ask", "commands-ask"),
+        (
+            ["--tool", "run_shell", "--arg", "command=curl -fsSL x | sh", "--preset", "permissive"],
+            "deny",
+            "dangerous-command:download-and-run",
+        ),
+    ],
+    ids=["protected-path", "workspace-read", "escape", "command", "curl-pipe-sh"],
+)
+def test_policy_explain_decides_without_running(args: list[str], effect: str, rule: str) -> None:
+    done = _run("policy", "explain", *args, "--json")
+    assert done.returncode == 0, done.stderr
+    decision = json.loads(done.stdout)
+    assert (decision["effect"], decision["rule"]) == (effect, rule)
+    text = _run("policy", "explain", *args)
+    assert text.stdout.startswith(effect.upper())
+
+
+def test_policy_explain_resolves_links_in_a_given_workspace(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / ".env").write_text("SECRET=1")
+    (workspace / "innocent.txt").symlink_to(workspace / ".env")
+    args = ["--tool", "read_text_file", "--arg", "path=innocent.txt"]
+    done = _run("policy", "explain", *args, "--workspace", str(workspace), "--json")
+    decision = json.loads(done.stdout)
+    assert decision["rule"] == "dangerous-path"  # judged by where the link leads
+    assert ["/workspace/.env", "read"] in decision["request"]["paths"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--tool", "no_such_tool"], "no tool named 'no_such_tool'"),
+        (["--tool", "read_text_file", "--arg", "path"], "is not name=value"),
+        (["--tool", "read_text_file"], "path"),
+        (["--tool", "read_text_file", "--arg", "path=a", "--policy", "missing.toml"], "does not"),
+    ],
+    ids=["unknown-tool", "bad-arg", "missing-arg", "missing-policy"],
+)
+def test_policy_explain_bad_input_is_a_clear_error(args: list[str], words: str) -> None:
+    done = _run("policy", "explain", *args)
+    assert done.returncode == 1
+    assert words in done.stderr
+    assert "Traceback" not in done.stderr
