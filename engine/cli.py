@@ -21,6 +21,7 @@ from engine import __version__
 from engine.audit import verify_audit
 from engine.cli_audit import audit_app
 from engine.cli_policy import policy_app
+from engine.cli_run import run
 from engine.demo import DemoReport, DemoStep, run_demo
 from sandbox import isolation_available
 
@@ -32,6 +33,7 @@ app = typer.Typer(
 )
 app.add_typer(audit_app)
 app.add_typer(policy_app)
+app.command()(run)
 
 _STATUS_STYLE = {
     "ok": "green",

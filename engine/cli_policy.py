@@ -14,17 +14,18 @@ import sys
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from engine.cli_common import fail, load_policy
 from engine.errors import CallError
 from engine.filetools import add_file_tools
 from engine.shelltools import add_shell_tools
 from engine.toolkit import Toolkit
-from policies import PRESETS, Policy, PolicyError, lint_policy
+from policies import PRESETS, Policy, lint_policy
 from sandbox import Mount, SandboxError, VirtualFS
 
 policy_app = typer.Typer(
@@ -101,7 +102,7 @@ def explain(
 ) -> None:
     """What the policy decides on one call of a built-in tool (file and command tools), and
     why, without running it."""
-    chosen = _policy(policy_file, preset)
+    chosen = load_policy(policy_file, preset)
     arguments = _arguments(arg or [])
     toolkit = Toolkit()
     add_file_tools(toolkit)
@@ -113,7 +114,7 @@ def explain(
     try:
         request, decision = asyncio.run(_preview(toolkit, chosen, fs, tool, arguments, subject))
     except (CallError, SandboxError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     finally:
         fs.close()
     if as_json:
@@ -158,23 +159,12 @@ async def _preview(
         return engine.preview(ToolCall(name=tool, arguments=arguments, subject=subject))
 
 
-def _policy(file: Path | None, preset: str | None) -> Policy:
-    if file is not None and preset is not None:
-        _fail("give --policy or --preset, not both")
-    try:
-        if file is not None:
-            return Policy.load(file)
-        return Policy.preset(preset or "default")
-    except PolicyError as exc:
-        return _fail(str(exc))
-
-
 def _arguments(items: list[str]) -> dict[str, Any]:
     arguments: dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            _fail(f"--arg {item!r} is not name=value; write e.g. --arg path=notes.txt")
+            fail(f"--arg {item!r} is not name=value; write e.g. --arg path=notes.txt")
         # JSON for objects, lists, quoted strings and literals; anything else is text (the
         # tool's schema turns "5" into 5 where it wants a number, but not 5 into "5")
         if value[:1] in ("{", "[", '"') or value in ("true", "false", "null"):
@@ -182,11 +172,6 @@ def _arguments(items: list[str]) -> dict[str, Any]:
                 arguments[name] = json.loads(value)
                 continue
             except ValueError:
-                _fail(f"--arg {name}: {value!r} looks like JSON but is not valid JSON")
+                fail(f"--arg {name}: {value!r} looks like JSON but is not valid JSON")
         arguments[name] = value
     return arguments
-
-
-def _fail(message: str) -> NoReturn:
-    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(1)

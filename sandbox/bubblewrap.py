@@ -127,7 +127,7 @@ def box(
         if mount.kind != "host":
             if within(cwd, mount.prefix):
                 raise SandboxError(
-                    f"{cwd} is in {mount.prefix}, a {mount.kind} mount, which a process cannot "
+                    f"{cwd} is in {mount.prefix}, {_a(mount.kind)} mount, which a process cannot "
                     f"see (only host folders can be bound into its sandbox); run the command "
                     f"in a host mount",
                     cwd,
@@ -157,3 +157,7 @@ def box(
         raise SandboxError(f"{cwd} is outside every mount ({prefixes}); run inside one", cwd)
     argv += ["--chdir", cwd, "--"]
     return Box(argv, cwd, tuple(warnings))
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"

@@ -1,0 +1,29 @@
+"""What the ``stockade`` commands share: failing with one clear line, and choosing a policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+
+from policies import Policy, PolicyError
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``error: message`` on stderr (no traceback) and exit 1."""
+    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(1)
+
+
+def load_policy(file: Path | None, preset: str | None) -> Policy:
+    """The policy a command was given: a file, a preset, or the default preset."""
+    if file is not None and preset is not None:
+        fail("give --policy or --preset, not both")
+    try:
+        if file is not None:
+            return Policy.load(file)
+        return Policy.preset(preset or "default")
+    except PolicyError as exc:
+        fail(str(exc))

@@ -1,0 +1,197 @@
+"""``stockade run`` as a user runs it: a real subprocess replaying real transcripts through the
+engine, in a real workspace, with answers to its questions piped in (no terminal needed).
+
+What a user relies on: every format replays; the policy decides (and asks, on stdin); with
+``--overlay`` nothing changes until the diff is confirmed; bad input is one clear line and a
+non-zero exit; Ctrl-C leaves an intact audit log, no stray process and no half-applied change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from support import require_bubblewrap
+
+from engine import verify_audit
+
+CALLS = [
+    {"name": "write_file", "arguments": {"path": "notes.txt", "content": "hello\n"}},
+    {"name": "read_text_file", "arguments": {"path": "notes.txt"}},
+    {"name": "write_file", "arguments": {"path": ".env", "content": "KEY=1"}},
+]
+
+
+def stockade(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    script = Path(sys.executable).parent / "stockade"
+    return subprocess.run(
+        [str(script) if script.exists() else str(shutil.which("stockade")), *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    return folder
+
+
+def jsonl(tmp_path: Path, calls: list[dict[str, object]]) -> Path:
+    path = tmp_path / "calls.jsonl"
+    path.write_text("".join(json.dumps(c) + "\n" for c in calls))
+    return path
+
+
+def test_a_replay_runs_every_call_through_the_policy(tmp_path: Path, ws: Path) -> None:
+    done = stockade("run", str(jsonl(tmp_path, CALLS)), "--workspace", str(ws), "--json",
+                    "--approve", "no", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1  # the .env write was refused
+    report = json.loads(done.stdout)
+    assert [r["status"] for r in report["results"]] == ["ok", "ok", "denied"]
+    assert (ws / "notes.txt").read_text() == "hello\n"
+    assert not (ws / ".env").exists()
+    assert verify_audit(tmp_path / ".stockade" / "audit.jsonl").ok
+    assert (tmp_path / ".stockade" / "traces.jsonl").read_text().count("\n") == len(CALLS) + 1
+
+
+def test_ask_decisions_are_answered_on_stdin_without_a_terminal(tmp_path: Path, ws: Path) -> None:
+    transcript = jsonl(tmp_path, CALLS)
+    yes = stockade("run", str(transcript), "--workspace", str(ws), cwd=tmp_path, stdin="y\n")
+    assert yes.returncode == 0, yes.stdout + yes.stderr
+    assert "Allow this call?" in yes.stderr
+    assert "a protected path" in yes.stdout  # the reason it asked
+    assert (ws / ".env").read_text() == "KEY=1"
+    (ws / ".env").unlink()
+    no_answer = stockade("run", str(transcript), "--workspace", str(ws), cwd=tmp_path)
+    assert no_answer.returncode == 1  # stdin closed: no answer is no
+    assert not (ws / ".env").exists()
+
+
+def test_an_overlay_changes_nothing_until_the_diff_is_confirmed(tmp_path: Path, ws: Path) -> None:
+    transcript = jsonl(tmp_path, CALLS[:2])
+    args = ("run", str(transcript), "--workspace", str(ws), "--overlay", "--json")
+    refused = stockade(*args, cwd=tmp_path, stdin="n\n")
+    assert refused.returncode == 0, refused.stderr
+    assert "+hello" in refused.stderr  # the diff was shown before the question
+    assert json.loads(refused.stdout)["overlay"] == {
+        "changes": [{"path": "/workspace/notes.txt", "kind": "added"}],
+        "applied": False,
+    }
+    assert list(ws.iterdir()) == []
+    confirmed = stockade(*args, cwd=tmp_path, stdin="y\n")
+    assert json.loads(confirmed.stdout)["overlay"]["applied"] is True
+    assert (ws / "notes.txt").read_text() == "hello\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        (
+            "openai.json",
+            json.dumps({"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "write_file",
+                             "arguments": json.dumps({"path": "o.txt", "content": "x"})}}]}),
+        ),
+        (
+            "anthropic.json",
+            json.dumps([{"role": "user", "content": "write it"}, {"role": "assistant", "content": [
+                {"type": "text", "text": "ok"},
+                {"type": "tool_use", "id": "t1", "name": "write_file",
+                 "input": {"path": "o.txt", "content": "x"}}]}]),
+        ),
+        (
+            "model.txt",
+            "Writing it.\n<tool_call><name>write_file</name><params><path>o.txt</path>"
+            "<content><![CDATA[x]]></content></params></tool_call>",
+        ),
+    ],
+    ids=["openai", "anthropic", "xml"],
+)  # fmt: skip
+def test_every_transcript_format_replays(tmp_path: Path, ws: Path, name: str, text: str) -> None:
+    transcript = tmp_path / name
+    transcript.write_text(text)
+    done = stockade("run", str(transcript), "--workspace", str(ws), "--preset", "permissive",
+                    cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (ws / "o.txt").read_text() == "x"
+
+
+@pytest.mark.parametrize(
+    ("transcript", "extra", "words"),
+    [
+        (None, [], "no transcript at"),
+        ('{"name": "write_file"', [], "calls.jsonl:1: not valid JSON"),
+        ('{"hello": 1}\n', [], "not a tool call or a message"),
+        ("", [], "is empty"),
+        ("{}", ["--policy", "nope.toml"], "does not exist"),
+        ("{}", ["--approve", "maybe"], "--approve must be ask, yes or no"),
+    ],
+    ids=["missing", "bad-json", "not-a-call", "empty", "missing-policy", "bad-approve"],
+)
+def test_bad_input_is_one_clear_line_and_exit_one(
+    tmp_path: Path, ws: Path, transcript: str | None, extra: list[str], words: str
+) -> None:
+    path = tmp_path / "calls.jsonl"
+    if transcript is not None:
+        path.write_text(transcript)
+    done = stockade("run", str(path), "--workspace", str(ws), *extra, cwd=tmp_path)
+    assert done.returncode == 1
+    assert words in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_missing_workspace_and_an_unknown_tool_are_reported(tmp_path: Path, ws: Path) -> None:
+    transcript = jsonl(tmp_path, [{"name": "rm_everything", "arguments": {}}])
+    missing = stockade("run", str(transcript), "--workspace", str(tmp_path / "nope"), cwd=tmp_path)
+    assert missing.returncode == 1
+    assert "does not exist" in missing.stderr
+    unknown = stockade("run", str(transcript), "--workspace", str(ws), cwd=tmp_path)
+    assert unknown.returncode == 1
+    assert "no tool named 'rm_everything'" in unknown.stdout
+
+
+def test_ctrl_c_stops_the_replay_cleanly(tmp_path: Path, ws: Path) -> None:
+    require_bubblewrap()
+    calls = [
+        CALLS[0],
+        {"name": "run_shell", "arguments": {"command": "sleep 30.66"}},
+        {"name": "write_file", "arguments": {"path": "late.txt", "content": "x"}},
+    ]
+    script = Path(sys.executable).parent / "stockade"
+    args = [str(script), "run", str(jsonl(tmp_path, calls)), "--workspace", str(ws),
+            "--preset", "permissive"]  # fmt: skip
+    process = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not _sleeping("30.66") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _sleeping("30.66"), "the command never started"
+    process.send_signal(signal.SIGINT)
+    out, _ = process.communicate(timeout=20)
+    assert process.returncode == 130
+    assert "interrupted" in out
+    assert not _sleeping("30.66")  # the command's tree was killed
+    assert not (ws / "late.txt").exists()  # the replay stopped there
+    assert verify_audit(tmp_path / ".stockade" / "audit.jsonl").ok
+
+
+def _sleeping(marker: str) -> bool:
+    for process in psutil.process_iter(["cmdline", "status"]):
+        words = process.info["cmdline"] or []
+        alive = process.info["status"] != psutil.STATUS_ZOMBIE
+        if alive and words[:1] == ["sleep"] and marker in words:
+            return True
+    return False
