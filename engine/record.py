@@ -26,7 +26,7 @@ def intent_fields(call: ToolCall, request: Request, decision: Decision) -> dict[
         "subject": call.subject,
         "tool": request.tool,
         "action": request.action,
-        "effect": decision.effect.value,
+        "effect": decision.effect,  # a StrEnum: orjson writes its value
     }
     # left out when empty: every byte is hashed, for every call. A decision without a rule is
     # the policy's default, whose reason says only that
@@ -63,7 +63,7 @@ def outcome_fields(call: ToolCall, result: ToolResult) -> dict[str, Any]:
     if decision is None:
         fields["subject"] = call.subject
     elif metadata and "approval" in metadata:
-        fields["effect"] = decision.effect.value
+        fields["effect"] = decision.effect
         fields["rule"] = decision.rule
     if metadata:
         for key in ("path", "bytes", "sha256_before", "sha256_after", "approval"):
