@@ -267,3 +267,51 @@ def test_policy_explain_bad_input_is_a_clear_error(args: list[str], words: str) 
     assert done.returncode == 1
     assert words in done.stderr
     assert "Traceback" not in done.stderr
+
+
+_BROKEN = """
+import sys
+import engine.cli
+
+async def broken(*args, **kwargs):
+    raise LookupError("the demo script lost its steps")
+
+engine.cli.run_demo = broken  # a bug inside a command, as users would meet one
+sys.argv = ["stockade", *sys.argv[1:]]
+engine.cli.main()
+"""
+
+
+@pytest.mark.parametrize("debug", [[], ["--debug"]], ids=["plain", "debug"])
+def test_an_unexpected_error_is_one_line_unless_debug_asks_for_the_traceback(
+    debug: list[str],
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _BROKEN, *debug, "demo", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "the demo script lost its steps" in done.stderr
+    if debug:
+        assert "Traceback" in done.stderr or "╭" in done.stderr  # rich draws it in a box
+        assert "broken" in done.stderr
+    else:
+        assert "Traceback" not in done.stderr
+        assert "╭" not in done.stderr
+        assert "unexpected LookupError" in done.stderr
+        assert "--debug" in done.stderr
+        assert len(done.stderr.strip().splitlines()) <= 3
+
+
+def test_debug_can_come_from_the_environment() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _BROKEN, "demo", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "STOCKADE_DEBUG": "1"},
+    )
+    assert done.returncode == 1
+    assert "broken" in done.stderr
