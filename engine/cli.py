@@ -28,6 +28,7 @@ from engine.cli_audit import audit_app
 from engine.cli_common import fail
 from engine.cli_policy import policy_app
 from engine.cli_run import run
+from engine.cli_serve import serve
 from engine.demo import DemoReport, DemoStep, run_demo
 from sandbox import isolation_available
 
@@ -61,6 +62,7 @@ app = typer.Typer(
 app.add_typer(audit_app)
 app.add_typer(policy_app)
 app.command()(run)
+app.command()(serve)
 
 
 @app.callback()

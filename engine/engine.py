@@ -90,7 +90,8 @@ class Engine:
     ``policy`` decides every call (the ``default`` preset when none is given) and sets the
     concurrency limits. ``context`` objects are injected by type (agent level: beats the
     toolkit's, loses to a call's). ``approver(call, decision)`` answers "ask" decisions (it may
-    be async); without one, "ask" means deny. ``audit`` keeps an intent and an outcome record
+    be async; raising `PermissionDeniedError` refuses with that message as the reason); without
+    one, "ask" means deny. ``audit`` keeps an intent and an outcome record
     of every call (a call whose intent cannot be written is denied). ``tracer_provider`` gets
     one OpenTelemetry span per call (arguments and results in it only with ``record_content``,
     redacted); `run_span` opens a parent span for many. ``default_timeout``
@@ -152,6 +153,7 @@ class Engine:
         self._executor: WorkerPool | None = None
         self._submitted: set[asyncio.Task[ToolResult]] = set()
         self._requests: dict[tuple[RegisteredTool, str], Request] = {}
+        self._trusted = self.policy.trusted_origins
         self._watchdog: Watchdog | None = None
         self._closed = False
 
@@ -421,7 +423,7 @@ class Engine:
         try:
             request = self._classify(tool, call, kwargs)
         except PathEscapeError as exc:  # a path that leads outside: nothing to ask a policy about
-            request = Request(call.subject, tool.name, "call", (), None, tool.spec.read_only)
+            request = Request(call.subject, tool.name, "call", (), None, self._read_only(tool))
             return request, Decision(Effect.DENY, "sandbox", str(exc), "call", exc.path)
         return request, self._decide(tool, request, kwargs, ctx)
 
@@ -542,7 +544,13 @@ class Engine:
                 if len(self._requests) >= 4096:
                     self._requests.clear()
                 request = self._requests[key] = Request(
-                    call.subject, tool.name, "call", (), None, spec.read_only, spec.dangerous_paths
+                    call.subject,
+                    tool.name,
+                    "call",
+                    (),
+                    None,
+                    self._read_only(tool),
+                    spec.dangerous_paths,
                 )
             return request
         paths: list[tuple[str, Access]] = []
@@ -571,9 +579,15 @@ class Engine:
             "execute" if spec.command is not None else "call",
             tuple(paths),
             command,
-            spec.read_only,
+            self._read_only(tool),
             spec.dangerous_paths,
         )
+
+    def _read_only(self, tool: RegisteredTool) -> bool:
+        """Whether the policy treats ``tool`` as read-only: its own word, or the claim of a
+        source (an MCP server) the policy trusts."""
+        spec = tool.spec
+        return spec.read_only or (spec.read_only_hint and spec.origin in self._trusted)
 
     def _where(self, path: str, space: str) -> list[str]:
         """Where a path argument really is, for the policy. When its last component is a
@@ -654,17 +668,23 @@ class Engine:
                 return self._verdict(admitted, started)
             reason = f"{asked.reason} — approval needed, and no approver is configured"
         else:
+            verdict = ""
             try:
                 answer = self.approver(admitted.call, asked)
                 if inspect.isawaitable(answer):
                     answer = await answer
+            except PermissionDeniedError as exc:  # a refusal that says why
+                answer, verdict = False, str(exc)
             except Exception as exc:
                 answer = False  # a failing approver refuses
                 admitted.metadata.setdefault("warnings", []).append(
                     f"the approver failed ({type(exc).__name__}: {exc}); treated as a refusal"
                 )
-            verdict = "approved" if answer is True else "refused"
-            reason = f"{asked.reason} — {verdict} by the approver"
+            if not verdict:
+                verdict = (
+                    "approved by the approver" if answer is True else "refused by the approver"
+                )
+            reason = f"{asked.reason} — {verdict}"
         approved = answer is True
         # keep what the decision was about (rule, path or command, shadow): only the verdict changes
         admitted.decision = asked._replace(

@@ -64,7 +64,10 @@ class ToolSpec:
     parameter's text when it is not a command line itself (``run_python`` declares
     ``("python3", "-c")``, so its code is judged as ``python3 -c CODE``). ``path_space`` says
     whether the paths are logical (through the virtual filesystem; the default) or host paths
-    (raw tools only).
+    (raw tools only). ``open_world`` says the tool reaches beyond the machine (the network, other
+    people). ``origin`` names where a tool came from when it is not Python code of yours
+    (``"mcp:files"``), and ``read_only_hint`` is that source's claim that it changes nothing:
+    a claim, so the policy treats the tool as read-only only when it trusts the source.
     """
 
     name: str | None = None
@@ -81,6 +84,9 @@ class ToolSpec:
     command: str | None = None
     command_prefix: tuple[str, ...] = ()
     path_space: Literal["logical", "host"] = "logical"
+    open_world: bool = False
+    origin: str | None = None
+    read_only_hint: bool = False
 
     def __post_init__(self) -> None:
         if self.timeout is not None and (not math.isfinite(self.timeout) or self.timeout <= 0):
@@ -118,6 +124,7 @@ def tool(
     dangerous_paths: tuple[str, ...] = (),
     command: str | None = None,
     command_prefix: tuple[str, ...] = (),
+    open_world: bool = False,
 ) -> Callable[[F], F]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -136,6 +143,7 @@ def tool(
     dangerous_paths: tuple[str, ...] = (),
     command: str | None = None,
     command_prefix: tuple[str, ...] = (),
+    open_world: bool = False,
 ) -> Any:
     """Mark a function (or method) as a tool. Usable bare (``@tool``) or with arguments.
 
@@ -161,6 +169,7 @@ def tool(
                 dangerous_paths=tuple(dangerous_paths),
                 command=command,
                 command_prefix=tuple(command_prefix),
+                open_world=open_world,
             )
         except (ToolDefinitionError, TypeError, ValueError) as exc:
             raise ToolDefinitionError(f"tool {label!r}: {exc}") from None
@@ -199,6 +208,9 @@ class ToolBase:
     command: str | None = None
     command_prefix: tuple[str, ...] = ()
     path_space: Literal["logical", "host"] = "logical"
+    open_world: bool = False
+    origin: str | None = None
+    read_only_hint: bool = False
 
     def check_permissions(self, args: dict[str, Any], ctx: ToolContext) -> Decision | None:
         """Judge this call before it runs. Return None for no opinion, or a Decision; the engine
@@ -226,6 +238,9 @@ class ToolBase:
             command=self.command,
             command_prefix=tuple(self.command_prefix),
             path_space=self.path_space,
+            open_world=self.open_world,
+            origin=self.origin,
+            read_only_hint=self.read_only_hint,
         )
 
 

@@ -147,6 +147,12 @@ class Policy:
             ) from None
 
     @property
+    def trusted_origins(self) -> frozenset[str]:
+        """Tool origins whose read-only claims the policy believes (``mcp:<server>`` for each
+        server in ``[mcp] trusted_servers``)."""
+        return frozenset(f"mcp:{name}" for name in self.spec.mcp.trusted_servers)
+
+    @property
     def process(self) -> ProcessSpec:
         """How commands run under this policy: isolation required or not, network, limits."""
         return self.spec.process

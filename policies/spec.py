@@ -159,6 +159,16 @@ def _name(value: str) -> str:
     return value
 
 
+class McpSpec(_Strict):
+    """Tools from MCP servers: whose annotations to believe."""
+
+    trusted_servers: list[str] = Field(
+        default_factory=list,
+        description="MCP servers (by the name they were added under) whose readOnlyHint makes "
+        "a tool read-only for the policy; other servers' hints are ignored.",
+    )
+
+
 class PolicySpec(_Strict):
     """A whole policy file."""
 
@@ -174,6 +184,7 @@ class PolicySpec(_Strict):
     )
     limits: LimitsSpec = Field(default_factory=lambda: LimitsSpec())
     process: ProcessSpec = Field(default_factory=lambda: ProcessSpec())
+    mcp: McpSpec = Field(default_factory=lambda: McpSpec())
     rules: list[RuleSpec] = Field(default_factory=list)
 
     @field_validator("roles")
