@@ -13,7 +13,8 @@ from policies import Policy, PolicyError
 
 def fail(message: str) -> NoReturn:
     """Print ``error: message`` on stderr (no traceback) and exit 1."""
-    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {message}")
+    # soft wrap: one line however long, so a script (or grep) sees the whole message
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {message}")
     raise typer.Exit(1)
 
 

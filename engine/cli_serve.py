@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -87,8 +88,8 @@ def serve(
     provider = tracer_provider("jsonl", path=state / "traces.jsonl")
     try:
         asyncio.run(_serve(toolkit, policy, fs, audit, provider, http))
-    except KeyboardInterrupt:
-        pass  # Ctrl-C ends a server: not an error
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass  # Ctrl-C or SIGTERM ends a server: not an error
     finally:
         fs.close()
         audit.close()
@@ -105,6 +106,12 @@ async def _serve(
 ) -> None:
     from engine.mcp_server import McpService  # the MCP SDK loads only when serving
 
+    # a client that goes away closes stdin and, after a grace period, sends SIGTERM: stop the
+    # way Ctrl-C does, so calls in flight are cancelled (their process trees killed) and
+    # recorded before the audit log closes
+    main = asyncio.current_task()
+    if main is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     async with Engine(
         toolkit, policy=policy, fs=fs, audit=audit, tracer_provider=provider
     ) as engine:

@@ -8,10 +8,10 @@ agent itself. Only tools of active groups are callable and appear in `schemas`.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -28,6 +28,9 @@ from engine.tool import (
     compile_function,
     compile_tool_base,
 )
+
+if TYPE_CHECKING:
+    from engine.mcp_client import McpServer
 
 BASIC = "basic"
 META_TOOL = "reset_tools"
@@ -404,6 +407,25 @@ class Toolkit:
         rendered = [render(t) for t in self._active.values()]
         self._schema_cache[format] = (self._revision, rendered)
         return rendered
+
+    # -- MCP servers -------------------------------------------------------------------------
+
+    async def add_mcp_server(
+        self,
+        name: str,
+        *,
+        command: Sequence[str] | None = None,
+        url: str | None = None,
+        **options: Any,
+    ) -> McpServer:
+        """Start an MCP server (``command=[...]``, over stdio) or connect to one (``url=``)
+        and register its tools as ``mcp__{name}__{tool}``. Options: ``env``, ``cwd``,
+        ``enable``/``disable`` (tool names), ``presets`` (per tool), ``group``, ``timeout_s``,
+        ``max_restarts``; see `engine.mcp_client`. Returns the `McpServer`, whose ``close``
+        stops it and removes its tools."""
+        from engine.mcp_client import add_mcp_server  # the MCP SDK loads only when used
+
+        return await add_mcp_server(self, name, command=command, url=url, **options)
 
     # -- finish function and skills ----------------------------------------------------------
 

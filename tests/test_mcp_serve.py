@@ -1,0 +1,344 @@
+"""`stockade serve` as an MCP client meets it: a real subprocess driven by the SDK's own client,
+over stdio, in both protocol eras (the 2025 handshake and 2026-07-28's per-request one)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import psutil
+import pytest
+from mcp import Client, StdioServerParameters
+
+from engine import Engine, Toolkit, tool
+from engine.audit import read_audit, verify_audit
+from engine.mcp_server import McpService, annotations_of
+from engine.shelltools import add_shell_tools
+
+Elicit = Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
+MODES = ["legacy", "auto"]  # auto settles on 2026-07-28 with a server that serves both
+
+
+def _stockade() -> str:
+    return str(Path(sys.executable).parent / "stockade")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("hello from the host\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "spec.md").write_text("the spec\n")
+    return tmp_path
+
+
+def _server(project: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=_stockade(),
+        args=[
+            "serve",
+            "--workspace",
+            str(project / "ws"),
+            "--mount",
+            f"/userinput={project / 'docs'}:ro",
+            "--state",
+            str(project / "state"),
+            *extra,
+        ],
+        env={"PATH": os.environ["PATH"]},
+        cwd=str(project),
+    )
+
+
+async def _accept(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"approve": True})
+
+
+async def _decline(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="decline")
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_lists_the_file_and_shell_tools_with_schemas_and_annotations(
+    project: Path, mode: str
+) -> None:
+    async with Client(_server(project), mode=mode) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+    assert {"read_text_file", "write_file", "delete_file", "run_shell", "run_python"} <= set(listed)
+    read, write, delete, shell = (
+        listed[n] for n in ("read_text_file", "write_file", "delete_file", "run_shell")
+    )
+    assert read.input_schema["required"] == ["path"]
+    assert "fs" not in read.input_schema["properties"]  # injected, never the client's to give
+    assert read.description
+    assert read.annotations is not None
+    assert read.annotations.read_only_hint is True
+    assert read.annotations.destructive_hint is False
+    assert write.annotations is not None
+    assert write.annotations.read_only_hint is False
+    assert write.annotations.idempotent_hint is True
+    assert delete.annotations is not None
+    assert delete.annotations.destructive_hint is True
+    assert shell.annotations is not None
+    assert shell.annotations.destructive_hint is True
+    assert shell.annotations.open_world_hint is False  # the default preset keeps the network off
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_allowed_denied_and_escaping_calls_and_their_audit_records(
+    project: Path, mode: str
+) -> None:
+    async with Client(_server(project), mode=mode) as client:
+        read = await client.call_tool("read_text_file", {"path": "/workspace/notes.txt"})
+        spec = await client.call_tool("read_text_file", {"path": "/userinput/spec.md"})
+        wrote = await client.call_tool("write_file", {"path": "out.txt", "content": "made"})
+        read_only = await client.call_tool(
+            "write_file", {"path": "/userinput/spec.md", "content": "x"}
+        )
+        escape = await client.call_tool("read_text_file", {"path": "/workspace/../etc/passwd"})
+        dotenv = await client.call_tool("write_file", {"path": ".env", "content": "KEY=1"})
+        unknown = await client.call_tool("no_such_tool", {})
+        bad = await client.call_tool("read_text_file", {"path": 5})
+    assert not read.is_error
+    assert "hello from the host" in _text(read)
+    assert not spec.is_error
+    assert "the spec" in _text(spec)
+    assert not wrote.is_error
+    assert (project / "ws" / "out.txt").read_text() == "made"
+    assert read_only.is_error
+    assert (project / "docs" / "spec.md").read_text() == "the spec\n"
+    assert escape.is_error
+    assert _text(escape).startswith("denied by rule sandbox:")
+    assert "outside every mount" in _text(escape)
+    # no elicitation offered by this client: an ask is refused, and the text says why
+    assert dotenv.is_error
+    assert _text(dotenv).startswith("denied by rule dangerous-path:")
+    assert "does not support elicitation" in _text(dotenv)
+    assert not (project / "ws" / ".env").exists()
+    assert unknown.is_error
+    assert "no tool named 'no_such_tool'" in _text(unknown)
+    assert bad.is_error
+    assert "ArgumentError" in _text(bad)
+
+    log = project / "state" / "audit.jsonl"
+    assert verify_audit(log).ok
+    outcomes = list(read_audit(log, kind="outcome"))
+    assert [r["status"] for r in outcomes] == [
+        "ok", "ok", "ok", "denied", "denied", "denied", "error", "error"
+    ]  # fmt: skip
+    intents = list(read_audit(log, kind="intent"))
+    assert {r["subject"] for r in intents} == {"mcp"}
+    assert any(r.get("rule") == "dangerous-path" for r in intents)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("answer", "allowed"), [(_accept, True), (_decline, False)])
+async def test_an_ask_goes_to_the_person_through_elicitation(
+    project: Path, mode: str, answer: Elicit, allowed: bool
+) -> None:
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        asked.append(params.message)
+        return await answer(context, params)
+
+    async with Client(_server(project), mode=mode, elicitation_callback=elicit) as client:
+        dotenv = await client.call_tool("write_file", {"path": ".env", "content": "KEY=1"})
+        plain = await client.call_tool("write_file", {"path": "plain.txt", "content": "p"})
+    assert len(asked) == 1  # only the call the policy asks about
+    assert "write_file" in asked[0]
+    assert ".env" in asked[0]
+    assert "protected path" in asked[0]
+    assert dotenv.is_error is not allowed
+    assert (project / "ws" / ".env").exists() is allowed
+    if not allowed:
+        assert "refused by the approver" in _text(dotenv)
+    assert not plain.is_error
+    approval = [r.get("approval") for r in read_audit(project / "state" / "audit.jsonl")]
+    assert ("approved" if allowed else "refused") in approval
+
+
+async def test_commands_run_boxed_and_dangerous_ones_are_refused_before_anyone_is_asked(
+    project: Path,
+) -> None:
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with Client(_server(project), mode="legacy", elicitation_callback=elicit) as client:
+        ran = await client.call_tool("run_shell", {"command": "cat notes.txt; pwd"})
+        rm = await client.call_tool("run_shell", {"command": "rm -rf /"})
+    assert not ran.is_error
+    assert "hello from the host" in _text(ran)
+    assert "/workspace" in _text(ran)
+    assert rm.is_error
+    assert "dangerous-command:rm-recursive-force" in _text(rm)
+    assert len(asked) == 1  # the cat was asked about; rm -rf / never reaches the person
+
+
+async def test_a_client_that_disconnects_mid_call_leaves_the_audit_log_intact(
+    project: Path,
+) -> None:
+    """The client goes away while a command runs: the server ends, the command's tree is
+    killed, and the log still verifies."""
+    marker = project / "ws" / "started"
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def call_and_walk_away() -> None:
+        async with Client(_server(project), mode="legacy", elicitation_callback=elicit) as client:
+            task = asyncio.create_task(
+                client.call_tool("run_shell", {"command": "touch started; sleep 61.25"})
+            )
+            for _ in range(200):
+                if marker.exists():
+                    break
+                await asyncio.sleep(0.05)
+            task.cancel()
+
+    await asyncio.wait_for(call_and_walk_away(), 60)
+    assert marker.exists()
+    log = project / "state" / "audit.jsonl"
+    for _ in range(100):  # the server writes its last records as it shuts down
+        if verify_audit(log).ok and len(list(read_audit(log, kind="outcome"))) == 1:
+            break
+        await asyncio.sleep(0.1)
+    assert verify_audit(log).ok
+    [outcome] = read_audit(log, kind="outcome")
+    assert outcome["tool"] == "run_shell"
+    assert outcome["status"] == "cancelled"
+    left = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "sleep 61.25" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert left == []
+
+
+def test_bad_serve_options_fail_with_one_clear_line(tmp_path: Path) -> None:
+    cases = [
+        (["--workspace", str(tmp_path / "missing")], "does not exist"),
+        (["--mount", "/userinput"], "PREFIX=DIR"),
+        (["--mount", f"/userinput={tmp_path / 'nope'}"], "does not exist"),
+        (["--mount", f"userinput={tmp_path}"], "absolute logical path"),
+        (["--preset", "nonsense"], "nonsense"),
+        (["--http", "70000"], "between 1 and 65535"),
+    ]
+    for args, said in cases:
+        done = subprocess.run(
+            [_stockade(), "serve", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 1, (args, done.stderr)
+        assert said in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+async def test_serves_streamable_http_on_loopback(project: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = await asyncio.create_subprocess_exec(
+        *[_stockade(), "serve", "--workspace", str(project / "ws"), "--http", str(port)],
+        "--state",
+        str(project / "state"),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(100):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            read = await client.call_tool("read_text_file", {"path": "notes.txt"})
+            escape = await client.call_tool("read_text_file", {"path": "/etc/passwd"})
+        assert "hello from the host" in _text(read)
+        assert escape.is_error
+        assert "denied by rule" in _text(escape)
+    finally:
+        server.terminate()
+        await server.wait()
+
+
+# -- in process: the tool list changing, and annotations -------------------------------------
+
+
+@tool(read_only=True)
+def ping() -> str:
+    """Answer pong."""
+    return "pong"
+
+
+@tool(read_only=True, open_world=True)
+def fetch_weather(city: str) -> str:
+    """Today's weather (a tool that reaches the internet)."""
+    return f"{city}: sunny"
+
+
+async def test_switching_tool_groups_tells_the_client_its_tool_list_changed() -> None:
+    toolkit = Toolkit(meta_tool=True)
+    toolkit.add(ping)
+    toolkit.create_group("web", "Tools that reach the internet.")
+    toolkit.add(fetch_weather, group="web")
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ServerNotification):
+            heard.append(message.method)
+
+    async with (
+        Engine(toolkit) as engine,
+        Client(McpService(engine).server, mode="legacy", message_handler=on_message) as client,
+    ):
+        before = {t.name for t in (await client.list_tools()).tools}
+        await client.call_tool("ping", {})
+        assert heard == []  # nothing changed
+        switched = await client.call_tool("reset_tools", {"web": True})
+        after = {t.name for t in (await client.list_tools()).tools}
+        for _ in range(50):
+            if heard:
+                break
+            await asyncio.sleep(0.01)
+    assert not switched.is_error
+    assert "fetch_weather" not in before
+    assert "fetch_weather" in after
+    assert heard == ["notifications/tools/list_changed"]
+
+
+def test_annotations_follow_the_tool_attributes() -> None:
+    toolkit = Toolkit()
+    toolkit.add(ping)
+    toolkit.add(fetch_weather)
+    add_shell_tools(toolkit)
+    hints = {t.name: annotations_of(t, network=False) for t in toolkit.tools()}
+    assert hints["ping"].read_only_hint is True
+    assert hints["ping"].open_world_hint is False
+    assert hints["fetch_weather"].open_world_hint is True
+    shell = toolkit.get("run_shell")
+    assert annotations_of(shell, network=True).open_world_hint is True
+    assert annotations_of(shell, network=False).open_world_hint is False
+    assert hints["ping"].model_dump(by_alias=True)["readOnlyHint"] is True  # the wire's name
