@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import re
@@ -58,6 +57,7 @@ from sandbox.tree import RUN_TOKEN, ProcessTree
 from sandbox.vfs import VirtualFS
 
 log = logging.getLogger("stockade.sandbox")
+_CHILD_PID = re.compile(rb'"child-pid"\s*:\s*(\d+)\s*[,}\n]')  # in --info-fd's report
 
 SAMPLE_S = 0.02  # how often the tree is looked at
 FIRST_SAMPLE_S = 0.01  # the first look comes sooner, so runs of a few ms get a memory figure
@@ -564,17 +564,24 @@ def _path_with_python() -> str:
 
 def _namespace_init(info_read: int, info_write: int) -> int | None:
     """The pid of bubblewrap's init, from what ``--info-fd`` reports (None if bubblewrap
-    failed before reporting)."""
+    failed before reporting). bubblewrap writes its report a line at a time, so it is read
+    until the pid has arrived, not in one read (a busy machine split it, and the run then
+    counted bubblewrap's init as a process the command left behind)."""
     _close_quietly(info_write)  # ours: the pipe ends when bubblewrap's copy closes
-    ready, _, _ = select.select([info_read], [], [], 5.0)
-    if not ready:
-        return None
-    try:
-        info = json.loads(os.read(info_read, 4096) or b"{}")
-    except (OSError, ValueError):
-        return None
-    pid = info.get("child-pid") if isinstance(info, dict) else None
-    return pid if isinstance(pid, int) else None
+    report = b""
+    deadline = time.monotonic() + 5.0
+    while (found := _CHILD_PID.search(report)) is None:
+        ready, _, _ = select.select([info_read], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            return None
+        try:
+            chunk = os.read(info_read, 4096)
+        except OSError:
+            return None
+        if not chunk:
+            return None  # closed before the pid came: bubblewrap failed
+        report += chunk
+    return int(found.group(1))
 
 
 def _close_quietly(fd: int) -> None:

@@ -733,3 +733,43 @@ def test_exit_code_is_reported(fs: VirtualFS, isolation: IsolationChoice) -> Non
     assert result.killed_reason is None
     assert not result.ok
     assert result.stdout == "before\n"
+
+
+def test_bubblewraps_init_pid_is_read_even_when_its_report_arrives_in_pieces() -> None:
+    """bubblewrap writes its --info-fd report a line at a time; on a busy machine the first
+    read got only part of it, the init's pid was lost, and every boxed run then warned that
+    a process (bubblewrap's own init) was left running."""
+    import threading
+    import time
+
+    from sandbox.process import _namespace_init
+
+    read_end, write_end = os.pipe()
+    ours = os.dup(write_end)  # _namespace_init closes its own copy, as after spawning
+
+    def bubblewrap() -> None:
+        for piece in (b"{\n", b'    "child-pid": 12', b"345", b",\n", b'    "x": 1\n}\n'):
+            os.write(ours, piece)
+            time.sleep(0.02)
+        os.close(ours)
+
+    writer = threading.Thread(target=bubblewrap)
+    writer.start()
+    try:
+        assert _namespace_init(read_end, write_end) == 12345
+    finally:
+        writer.join()
+        os.close(read_end)
+
+
+def test_no_init_pid_when_bubblewrap_closes_its_report_early() -> None:
+    from sandbox.process import _namespace_init
+
+    read_end, write_end = os.pipe()
+    ours = os.dup(write_end)
+    os.write(ours, b'{\n    "child-pid": 4')
+    os.close(ours)
+    try:
+        assert _namespace_init(read_end, write_end) is None
+    finally:
+        os.close(read_end)
