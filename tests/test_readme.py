@@ -39,12 +39,23 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert test_command in ci_lines
 
 
-def test_library_example_runs_as_printed(tmp_path: Path) -> None:
+def test_library_example_is_the_quickstart_example_and_runs_as_described(tmp_path: Path) -> None:
+    """The README shows examples/quickstart.py from its imports on (so the two cannot drift),
+    and run on its own the block does what the text after it says."""
     (example,) = _blocks(_section("In your program"), "python")
+    quickstart = (ROOT / "examples" / "quickstart.py").read_text(encoding="utf-8")
+    assert quickstart.rstrip().endswith(example.rstrip())
     script = tmp_path / "example.py"
     script.write_text(example, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "ok Oslo: 14 C"
+    statuses = [
+        line.split("->")[1].split(":")[0].strip()
+        for line in done.stdout.splitlines()
+        if "->" in line
+    ]
+    assert statuses == ["ok", "ok", "denied", "denied"]
+    assert "rule dangerous-path" in done.stdout
+    assert "rule sandbox" in done.stdout
