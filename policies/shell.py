@@ -264,10 +264,32 @@ class _Reader:
                     groups[-1].append(child)
                 else:
                     groups.append([child])
-        words = [
-            _join_words([self.word_of(piece, depth=depth, via=via) for piece in group])
-            for group in groups
-        ]
+        for number, segment in enumerate(self.split_at_newlines(groups)):
+            words = [
+                _join_words([self.word_of(piece, depth=depth, via=via) for piece in group])
+                for group in segment
+            ]
+            self.simple(assignments if number == 0 else [], words, depth=depth, via=via)
+
+    def split_at_newlines(self, groups: list[list[Node]]) -> list[list[list[Node]]]:
+        """The words of a command node, split where an unescaped newline lies between two of
+        them. bash ends a command at a newline; the grammar sometimes does not (after a
+        pipeline inside a list, ``a | b | c`` then a newline then ``rm -rf /`` came out as one
+        command ``c rm -rf /``), which would hide the second command from every rule."""
+        source = self.sources[-1]
+        segments: list[list[list[Node]]] = [[]]
+        for group in groups:
+            if segments[-1]:
+                gap = source[segments[-1][-1][-1].end_byte : group[0].start_byte]
+                if b"\n" in gap.replace(b"\\\n", b""):
+                    segments.append([])
+            segments[-1].append(group)
+        return segments
+
+    def simple(
+        self, assignments: list[str], words: list[Word], *, depth: int, via: tuple[str, ...]
+    ) -> None:
+        """Record one simple command, and judge what it runs if it is a wrapper."""
         if not words:
             return  # a bare assignment runs nothing (substitutions in it were walked)
         program = words[0]

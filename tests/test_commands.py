@@ -185,6 +185,24 @@ SPLIT_CASES = [
     Case("split-pipe", GIT, "git log | less", "deny", None),
     Case("split-background", GIT, "git fetch & rm x", "deny", None),
     Case("split-newline", GIT, "git status\nrm x", "deny", None),
+    # the grammar read `ls\nrm -rf /` after a pipeline inside a list as ONE command `ls rm ...`
+    # (hypothesis found it): a newline ends a command whatever the grammar says
+    Case(
+        "split-newline-after-pipeline-in-list",
+        NO_RM,
+        "ls ; ls | ls | ls\nrm -rf / && ls",
+        "deny",
+        "no-rm",
+    ),
+    Case(
+        "split-newline-after-pipeline-dangerous",
+        DANGER_DENY,
+        "a; b | c | d\nrm -rf /",
+        "deny",
+        "dangerous-command:rm-recursive-force",
+    ),
+    # an escaped newline continues the command: one `git status`, allowed
+    Case("split-escaped-newline-continues", GIT, "git \\\nstatus", "allow", "allow-git"),
     # a comment runs nothing: refusing it would be over-blocking
     Case("split-comment-is-not-a-command", GIT, "git status # && rm x", "allow", "allow-git"),
     # `date` runs before git does, and no rule allows it
