@@ -24,7 +24,7 @@ import contextlib
 import hashlib
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -64,7 +64,12 @@ def tool_name(server: str, tool: str) -> str:
 
 class McpConnection:
     """A live session with one MCP server, owned by a task of its own (the SDK's client must
-    be entered and left in one task), restarted when it dies or hangs."""
+    be entered and left in one task), restarted when it dies or hangs.
+
+    Each start is a *generation*. A call that finds its generation dead or hung retires it:
+    the old session is closed in the background (so the caller gets its error at once) and
+    the next call starts a new one. Calls failing together on one generation retire it once,
+    so a single hang never counts as several restarts."""
 
     def __init__(
         self,
@@ -79,17 +84,23 @@ class McpConnection:
         self.timeout_s = timeout_s
         self.max_restarts = max_restarts
         self.restarts = 0
+        self.generation = 0
+        self.gone = False  # restarted too often: given up on
+        self.on_gone: Callable[[], None] | None = None  # told once, when given up on
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
-        self._lock = asyncio.Lock()  # one start or restart at a time
-        self.gone = False  # restarted too often: its tools were removed
+        self._lock = asyncio.Lock()  # one start, restart or close at a time
+        self._retired = -1  # the last generation retired
+        self._closing: asyncio.Task[None] | None = None
+        self._why = ""
 
     async def start(self) -> list[types.Tool]:
         """Start the server and list its tools; raises `McpServerError` saying why not."""
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self._owner = asyncio.create_task(self._own(ready, self._stop), name=f"mcp:{self.name}")
+        self.generation += 1
         try:
             client = await asyncio.wait_for(asyncio.shield(ready), self.timeout_s)
             self._client = client
@@ -126,25 +137,23 @@ class McpConnection:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             log.warning("MCP server %r stopped: %s", self.name, _cause(exc))
-        finally:
-            self._client = None
 
     @property
     def alive(self) -> bool:
         return self._client is not None and self._owner is not None and not self._owner.done()
 
     async def call(self, tool: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
-        """Call ``tool``; restarts a dead server first. A server that does not answer in time
-        is restarted and the call ends with `ToolTimeoutError`; one that dies during the call
-        ends it with `McpServerError` (it is not called again: the call may have had effects)."""
-        client = await self._ready()
+        """Call ``tool``, starting the server again first if it had died or hung. One that does
+        not answer in time ends the call with `ToolTimeoutError`; one that dies during the call
+        ends it with `McpServerError` (the call is not repeated: it may have had effects)."""
+        client, generation = await self._ready()
         try:
             return await asyncio.wait_for(client.call_tool(tool, dict(arguments)), self.timeout_s)
         except TimeoutError:
-            await self._restart("it did not answer in time")
+            self._retire(generation, "it did not answer in time")
             raise ToolTimeoutError(
                 f"MCP server {self.name!r} did not answer {tool!r} within {self.timeout_s:g} s; "
-                "the server was restarted"
+                "it is restarted for the next call"
             ) from None
         except (McpServerError, asyncio.CancelledError):
             raise
@@ -154,49 +163,72 @@ class McpConnection:
                 raise McpServerError(
                     f"MCP server {self.name!r} failed on {tool!r}: {_cause(exc)}"
                 ) from None
-            await self.close()  # started again on the next call
+            self._retire(generation, "it had stopped")
             raise McpServerError(
                 f"MCP server {self.name!r} went away during {tool!r} ({_cause(exc)}); it is "
                 "started again on the next call (this one is not repeated: it may have had "
                 "effects)"
             ) from None
 
-    async def _ready(self) -> Client:
+    def _retire(self, generation: int, why: str) -> None:
+        """Close ``generation`` in the background, once, if it is still the current one."""
+        if generation != self.generation or self._retired == generation:
+            return
+        self._retired, self._why = generation, why
+        self._closing = asyncio.create_task(self._close_now(), name=f"mcp-close:{self.name}")
+
+    async def _ready(self) -> tuple[Client, int]:
         async with self._lock:
+            if self._closing is not None:
+                await self._closing
+                self._closing = None
             if self.gone:
                 raise McpServerError(
-                    f"MCP server {self.name!r} was removed after {self.restarts} restarts"
+                    f"MCP server {self.name!r} was removed after {self.restarts} restart(s); "
+                    "add it again once it works"
                 )
             if not self.alive:
-                await self._restart("it had stopped")
+                await self._restart(self._why or "it had stopped")
             assert self._client is not None
-            return self._client
+            return self._client, self.generation
 
     async def _restart(self, why: str) -> None:
-        await self.close()
+        """Start the server again (lock held), or give up on it past ``max_restarts``."""
+        await self._close_now()
         if self.restarts >= self.max_restarts:
             self.gone = True
+            if self.on_gone is not None:
+                self.on_gone()
             raise McpServerError(
                 f"MCP server {self.name!r} stopped working ({why}) and was restarted "
-                f"{self.restarts} times already; its tools are removed"
+                f"{self.restarts} time(s) already; it is removed, with its tools"
             )
         self.restarts += 1
+        self._why = ""
         log.warning("restarting MCP server %r: %s", self.name, why)
         await self.start()
 
     async def close(self) -> None:
         """Stop the session and the server process (killed if it does not leave)."""
+        if self._closing is not None:
+            with contextlib.suppress(BaseException):
+                await self._closing
+            self._closing = None
+        await self._close_now()
+
+    async def _close_now(self) -> None:
         owner, self._owner = self._owner, None
+        self._client = None
         if self._stop is not None:
             self._stop.set()
         if owner is not None and not owner.done():
             try:
+                # the SDK waits 2 s for the process to leave before it kills it
                 await asyncio.wait_for(asyncio.shield(owner), 5.0)
             except (TimeoutError, Exception):
                 owner.cancel()
                 with contextlib.suppress(BaseException):
                     await owner
-        self._client = None
 
 
 class McpTool(ToolBase):
@@ -212,9 +244,9 @@ class McpTool(ToolBase):
         self.origin = f"mcp:{connection.name}"
         self.read_only_hint = hints.read_only_hint is True
         self.open_world = hints.open_world_hint is not False  # the spec's default is true
-        # the engine's own timeout backs up the connection's: the connection restarts the
-        # server first, so its clearer error is the one seen
-        self.timeout = connection.timeout_s + 5.0
+        # the engine's own timeout only backs up the connection's, which is clearer: it must
+        # leave room for closing a hung server (at most 5 s) and starting it again
+        self.timeout = 2 * connection.timeout_s + 10.0
         self.retry = False  # a remote call may have had effects before it failed
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
@@ -244,9 +276,13 @@ class McpServer:
         """Stop the server; its tools are unregistered unless told otherwise."""
         await self.connection.close()
         if remove_tools:
-            for name in self.tools:
-                if name in self.toolkit:
-                    self.toolkit.remove(name)
+            self.remove_tools()
+
+    def remove_tools(self) -> None:
+        """Unregister the server's tools (those still registered)."""
+        for name in self.tools:
+            if name in self.toolkit:
+                self.toolkit.remove(name)
 
 
 async def add_mcp_server(
@@ -292,7 +328,9 @@ async def add_mcp_server(
     except BaseException:
         await connection.close()
         raise
-    return McpServer(toolkit, connection, [t.name for t in registered])
+    server = McpServer(toolkit, connection, [t.name for t in registered])
+    connection.on_gone = server.remove_tools
+    return server
 
 
 def _choose(
@@ -322,24 +360,45 @@ def _register(
     presets: Mapping[str, Mapping[str, Any]],
     group: str,
 ) -> list[RegisteredTool]:
+    """Register every chosen tool, or none: a clash with a tool already in the toolkit (or any
+    other error) takes back the ones registered before it."""
     registered: list[RegisteredTool] = []
     taken: set[str] = set()
-    for remote in chosen:
-        name = tool_name(connection.name, remote.name)
-        if name in taken:  # two remote names that differ only in replaced characters
-            name = tool_name(connection.name, f"{remote.name}_{len(taken)}")
-        taken.add(name)
-        try:
-            registered.append(
-                toolkit.add(
-                    McpTool(connection, remote, name),
-                    group=group,
-                    presets=presets.get(remote.name),
+    try:
+        for remote in chosen:
+            name = tool_name(connection.name, remote.name)
+            if name in taken:  # two remote names that differ only in replaced characters
+                name = tool_name(connection.name, f"{remote.name}_{len(taken)}")
+            taken.add(name)
+            preset = presets.get(remote.name)
+            if preset:
+                _check_preset(connection.name, remote, preset)
+            try:
+                tool = McpTool(connection, remote, name)
+                registered.append(toolkit.add(tool, group=group, presets=preset))
+            except ToolDefinitionError as exc:
+                if preset:  # the user's preset, not the server, may be what is wrong
+                    raise
+                # an untrusted server's broken schema: that tool is left out, not the server
+                log.warning(
+                    "MCP server %r: tool %r left out: %s", connection.name, remote.name, exc
                 )
-            )
-        except ToolDefinitionError as exc:  # an untrusted server's broken schema: skip that one
-            log.warning("MCP server %r: tool %r left out: %s", connection.name, remote.name, exc)
+    except BaseException:
+        for done in registered:
+            toolkit.remove(done.name)
+        raise
     return registered
+
+
+def _check_preset(server: str, remote: types.Tool, preset: Mapping[str, Any]) -> None:
+    properties = (remote.input_schema or {}).get("properties") or {}
+    unknown = sorted(set(preset) - set(properties))
+    if unknown:
+        raise ToolDefinitionError(
+            f"presets for MCP tool {remote.name!r} of {server!r} name argument(s) "
+            f"{', '.join(map(repr, unknown))} it does not have; it takes: "
+            f"{', '.join(map(repr, sorted(properties))) or 'nothing'}"
+        )
 
 
 async def _list_all(client: Client) -> list[types.Tool]:
