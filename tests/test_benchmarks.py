@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from support import require_bubblewrap
+
+from sandbox import isolation_available
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,3 +89,89 @@ def test_observability_benchmark_quick_run_reports_the_four_ways_and_a_verified_
     ]
     assert all(r["us"] > 0 for r in rows.values())
     assert rows["Engine.call"]["audit_verified"] is True
+
+
+PEERS = {
+    "agentscope": ["AgentScope Toolkit.call_tool", "AgentScope, as its agent calls"],
+    "toolwarden": ["toolwarden Gate.wrap guard", "toolwarden + audit line"],
+    "tollgate": ["tollgate ControlTower", "tollgate + JSONL audit"],
+}
+NOT_INSTALLED = "not installed (pip install -e '.[bench]')"
+
+
+def peer_installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def test_peers_benchmark_quick_run_reports_every_way_or_that_its_peer_is_missing() -> None:
+    rows = {r["measure"]: r for r in quick_json("bench_peers.py")}
+    assert rows["direct await"]["ratio"] == 1.0
+    for measure in ("Stockade Engine.call", "Stockade + audit", "Stockade + audit + span"):
+        assert rows[measure]["us"] > 0
+        assert rows[measure]["ratio"] > 1
+    for module, measures in PEERS.items():
+        for measure in measures:
+            if peer_installed(module):
+                assert rows[measure]["us"] > 0, rows[measure]
+            else:
+                assert rows[measure]["us"] is None
+                assert rows[measure]["includes"] == NOT_INSTALLED
+
+
+def test_run_all_quick_run_prints_every_figure_in_one_table_with_progress() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    # progress goes to stderr, part by part, so that the JSON on stdout stays parseable
+    assert "[1/6]" in done.stderr
+    assert "[6/6]" in done.stderr
+    rows = {r["measure"]: r for r in json.loads(done.stdout)}
+    stockade = [
+        "Stockade Engine.call",
+        "Stockade + audit",
+        "Stockade + audit + span",
+        "Engine.call, 1 tool",
+        "Engine.call, 1,000 tools",
+        "Engine.call, sync tool off the loop",
+        "register 200 docstring tools",
+        "call_many, 100 x 10 ms read-only",
+        "Engine.call with audit (batched)",
+        "Engine.call with a span (in-memory exporter)",
+        "Engine.call with audit and a span",
+        "decision, 10,000 rules (compiled, uncached)",
+        "decision, 10,000 rules against 10 rules",
+        "VirtualFS read 4 KiB",
+        "VirtualFS write 4 KiB, atomic",
+        "VirtualFS write 4 KiB, atomic + fsync",
+        "VirtualFS list 10,000 entries",
+        "start to exit of true: run_process, no isolation",
+        "hung tree of 3: gone after deadline (none)",
+    ]
+    if isolation_available():
+        stockade += [
+            "start to exit of true: run_process, bubblewrap",
+            "hung tree of 3: gone after deadline (bubblewrap)",
+        ]
+    peers = [measure for measures in PEERS.values() for measure in measures]
+    assert set(stockade + peers) <= set(rows), set(stockade + peers) - set(rows)
+    for measure in stockade:
+        r = rows[measure]
+        assert r["value"] > 0, r
+        if r["baseline"] is not None:  # measured in the same run, and compared
+            assert r["baseline_value"] > 0, r
+            assert r["ratio"] > 0, r
+        if r["target"] != "-":
+            assert isinstance(r["meets_target"], bool), r
+    for module, measures in PEERS.items():
+        for measure in measures:
+            r = rows[measure]
+            if peer_installed(module):
+                assert r["value"] > 0, r
+                assert r["ratio"] > 0, r
+            else:
+                assert r["value"] is None, r
+                assert r["note"] == NOT_INSTALLED, r
