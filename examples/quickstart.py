@@ -18,11 +18,7 @@ from sandbox import Mount, VirtualFS
 
 @tool(read_only=True, paths={"path": "read"})
 def word_count(path: str, fs: VirtualFS) -> int:
-    """Count the words in a text file.
-
-    Args:
-        path: The file, e.g. notes.txt (relative paths are under /workspace).
-    """
+    """Count the words in a text file (relative paths are under /workspace)."""
     return len(fs.read_text(path).split())
 
 
@@ -30,7 +26,6 @@ async def main() -> None:
     toolkit = Toolkit()
     toolkit.add(word_count)
     add_file_tools(toolkit)  # read_text_file, write_file, edit_file, list_directory ...
-    policy = Policy.preset("default")  # .env, .git/ ... ask; with no approver, that means no
     calls = [
         ToolCall(name="write_file", arguments={"path": "notes.txt", "content": "hi from a tool"}),
         ToolCall(name="word_count", arguments={"path": "notes.txt"}),
@@ -38,7 +33,8 @@ async def main() -> None:
         ToolCall(name="read_text_file", arguments={"path": "/workspace/../etc/passwd"}),
     ]
     with tempfile.TemporaryDirectory() as folder, VirtualFS([Mount("/workspace", folder)]) as fs:
-        async with Engine(toolkit, policy=policy, fs=fs) as engine:
+        # the default preset asks before .env, .git/ ...; with no approver, that means no
+        async with Engine(toolkit, policy=Policy.preset("default"), fs=fs) as engine:
             for call in calls:
                 result = await engine.call(call)
                 decision = result.decision
