@@ -260,9 +260,11 @@ def _isolation() -> str:
 
 
 @app.command()
-def version() -> None:
+def version(
+    as_json: Annotated[bool, typer.Option("--json", help="Print it as JSON.")] = False,
+) -> None:
     """Print Stockade's version."""
-    typer.echo(__version__)
+    typer.echo(json.dumps({"version": __version__}) if as_json else __version__)
 
 
 def main() -> None:

@@ -29,6 +29,8 @@ from engine.tracing import tracer_provider
 from policies import Policy
 from sandbox import Mount, SandboxError, VirtualFS
 
+STOP_GRACE_S = 3.0  # after SIGTERM or Ctrl-C, for calls in flight to be cancelled and recorded
+
 
 def parse_mount(text: str) -> Mount:
     """``PREFIX=DIR`` or ``PREFIX=DIR:ro`` as a host mount; raises ValueError saying what is
@@ -106,12 +108,20 @@ async def _serve(
 ) -> None:
     from engine.mcp_server import McpService  # the MCP SDK loads only when serving
 
-    # a client that goes away closes stdin and, after a grace period, sends SIGTERM: stop the
-    # way Ctrl-C does, so calls in flight are cancelled (their process trees killed) and
-    # recorded before the audit log closes
+    # SIGTERM (what a client sends after closing stdin) and Ctrl-C cancel the calls in flight,
+    # whose process trees are killed and whose outcomes are recorded. If stdin is still open,
+    # the SDK's reader thread cannot be interrupted and would keep the server up, so after a
+    # grace period the audit log and traces are closed and the process exits.
+    loop = asyncio.get_running_loop()
     main = asyncio.current_task()
-    if main is not None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
+
+    def stop() -> None:
+        if main is not None:
+            main.cancel()
+        loop.call_later(STOP_GRACE_S, _exit_now, audit, provider)
+
+    for number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(number, stop)
     async with Engine(
         toolkit, policy=policy, fs=fs, audit=audit, tracer_provider=provider
     ) as engine:
@@ -120,3 +130,12 @@ async def _serve(
             await service.serve_stdio()
         else:
             await service.serve_http(http)
+
+
+def _exit_now(audit: AuditLog, provider: TracerProvider) -> None:
+    """Leave without waiting for the stdin reader: what was recorded is written first."""
+    try:
+        audit.close()
+        provider.shutdown()
+    finally:
+        os._exit(0)

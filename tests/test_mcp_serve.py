@@ -4,6 +4,7 @@ over stdio, in both protocol eras (the 2025 handshake and 2026-07-28's per-reque
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -342,3 +343,72 @@ def test_annotations_follow_the_tool_attributes() -> None:
     assert annotations_of(shell, network=True).open_world_hint is True
     assert annotations_of(shell, network=False).open_world_hint is False
     assert hints["ping"].model_dump(by_alias=True)["readOnlyHint"] is True  # the wire's name
+
+
+def _rpc(process: subprocess.Popen[bytes], message: dict[str, Any] | bytes) -> None:
+    assert process.stdin is not None
+    line = message if isinstance(message, bytes) else json.dumps(message).encode()
+    process.stdin.write(line + b"\n")
+    process.stdin.flush()
+
+
+def _answer(process: subprocess.Popen[bytes], request_id: int) -> dict[str, Any]:
+    """The server's reply to ``request_id`` (notifications and other replies skipped)."""
+    assert process.stdout is not None
+    while True:
+        line = process.stdout.readline()
+        assert line, "the server closed its output"
+        reply = json.loads(line)
+        if reply.get("id") == request_id:
+            return reply  # type: ignore[no-any-return]
+
+
+def test_malformed_requests_and_huge_arguments_get_errors_and_the_server_goes_on(
+    project: Path,
+) -> None:
+    """Raw JSON-RPC, as a broken client would send it: junk lines, a request of an unknown
+    method, a call with 2 MB of arguments. Each gets an error; the next call still works."""
+    params = _server(project)
+    process = subprocess.Popen(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=project,
+    )
+    try:
+        _rpc(process, b"this is not JSON")
+        _rpc(process, b'{"jsonrpc": "2.0", "id": ')
+        _rpc(
+            process,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            },
+        )
+        assert "result" in _answer(process, 1)
+        _rpc(process, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _rpc(process, {"jsonrpc": "2.0", "id": 2, "method": "no/such/method", "params": {}})
+        assert "error" in _answer(process, 2)
+        huge = {"path": "big.txt", "content": "x" * 2_000_000}
+        call = {"name": "write_file", "arguments": huge}
+        _rpc(process, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call})
+        refused = _answer(process, 3)["result"]
+        assert refused["isError"] is True
+        assert "ArgumentError" in refused["content"][0]["text"]
+        assert not (project / "ws" / "big.txt").exists()
+        read = {"name": "read_text_file", "arguments": {"path": "notes.txt"}}
+        _rpc(process, {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": read})
+        fine = _answer(process, 4)["result"]
+        assert fine["isError"] is False
+        assert "hello from the host" in fine["content"][0]["text"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert verify_audit(project / "state" / "audit.jsonl").ok
