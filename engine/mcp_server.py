@@ -15,6 +15,7 @@ tool), handshake-era clients are told that the tool list changed.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -50,7 +51,6 @@ _APPROVAL_SCHEMA: dict[str, Any] = {
     },
     "required": ["approve"],
 }
-ELICIT_TIMEOUT_S = 300.0  # a person may take a while; past this the call is refused
 
 
 def annotations_of(tool: RegisteredTool, *, network: bool) -> types.ToolAnnotations:
@@ -80,10 +80,14 @@ class _Asking:
 
 class McpService:
     """An MCP server (the SDK's low-level `Server`) in front of an `Engine`. The engine's
-    approver is replaced: ``ask`` decisions go to the MCP client."""
+    approver is replaced: ``ask`` decisions go to the MCP client, and one not answered within
+    ``elicit_timeout_s`` is refused."""
 
-    def __init__(self, engine: Engine, *, name: str = "stockade") -> None:
+    def __init__(
+        self, engine: Engine, *, name: str = "stockade", elicit_timeout_s: float = 300.0
+    ) -> None:
         self.engine = engine
+        self.elicit_timeout_s = elicit_timeout_s  # a person may take a while, not for ever
         engine.approver = self._approve
         # the request a call belongs to, for the approver (which the engine calls in the same
         # task): per service, not module state
@@ -188,9 +192,16 @@ class McpService:
         if _modern(asking.ctx):  # the answer should have come with the call; it did not
             raise PermissionDeniedError("not approved: the client sent no answer")
         try:
-            reply = await asking.ctx.session.elicit_form(
-                _describe(call, decision), _APPROVAL_SCHEMA, asking.ctx.request_id
+            reply = await asyncio.wait_for(
+                asking.ctx.session.elicit_form(
+                    _describe(call, decision), _APPROVAL_SCHEMA, asking.ctx.request_id
+                ),
+                self.elicit_timeout_s,
             )
+        except TimeoutError:
+            raise PermissionDeniedError(
+                f"not approved: no answer within {self.elicit_timeout_s:g} s"
+            ) from None
         except Exception as exc:
             raise PermissionDeniedError(
                 f"not approved: asking the client failed ({type(exc).__name__}: {exc})"

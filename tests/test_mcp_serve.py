@@ -22,6 +22,7 @@ from engine import Engine, Toolkit, tool
 from engine.audit import read_audit, verify_audit
 from engine.mcp_server import McpService, annotations_of
 from engine.shelltools import add_shell_tools
+from sandbox import VirtualFS
 
 Elicit = Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 MODES = ["legacy", "auto"]  # auto settles on 2026-07-28 with a server that serves both
@@ -412,3 +413,23 @@ def test_malformed_requests_and_huge_arguments_get_errors_and_the_server_goes_on
         process.terminate()
         process.wait(timeout=30)
     assert verify_audit(project / "state" / "audit.jsonl").ok
+
+
+async def test_an_approval_nobody_answers_is_refused_after_the_elicitation_timeout(
+    fs: VirtualFS,
+) -> None:
+    toolkit = Toolkit()
+    add_shell_tools(toolkit)
+
+    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async with Engine(toolkit, fs=fs) as engine:
+        service = McpService(engine, elicit_timeout_s=0.5)
+        async with Client(service.server, mode="legacy", elicitation_callback=never) as client:
+            result = await asyncio.wait_for(
+                client.call_tool("run_shell", {"command": "echo hi"}), 30
+            )
+    assert result.is_error
+    assert "no answer within 0.5 s" in _text(result)
