@@ -28,7 +28,7 @@ from typing import Any
 
 import options
 
-from engine import Engine, ToolCall, Toolkit, tool
+from stockade.engine import Engine, ToolCall, Toolkit, tool
 
 
 async def noop(x: int) -> int:

@@ -28,9 +28,9 @@ from typing import Any
 
 import options
 
-from engine import Engine, ToolCall, Toolkit, tool
-from engine.audit import AuditLog, verify_audit
-from engine.tracing import memory_provider
+from stockade.engine import Engine, ToolCall, Toolkit, tool
+from stockade.engine.audit import AuditLog, verify_audit
+from stockade.engine.tracing import memory_provider
 
 
 @tool(read_only=True)

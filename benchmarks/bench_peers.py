@@ -37,9 +37,9 @@ from typing import Any, cast
 import options
 from bench_observability import interleaved
 
-from engine import Engine, ToolCall, Toolkit, ToolResult
-from engine.audit import AuditLog
-from engine.tracing import memory_provider
+from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
+from stockade.engine.audit import AuditLog
+from stockade.engine.tracing import memory_provider
 
 NOT_INSTALLED = "not installed (pip install -e '.[bench]')"
 # the versions of pyproject's "bench" extra, which the notes below were written against

@@ -27,9 +27,9 @@ from typing import Any
 
 import options
 
-from engine import Engine, ToolCall, Toolkit
-from policies import Policy, Request
-from policies.request import Access
+from stockade.engine import Engine, ToolCall, Toolkit
+from stockade.policies import Policy, Request
+from stockade.policies.request import Access
 
 TOOLS = [f"tool_{n}" for n in range(500)]
 SUBJECTS = [f"agent_{n}" for n in range(100)]

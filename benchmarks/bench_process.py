@@ -29,7 +29,7 @@ from typing import Any
 import options
 import psutil
 
-from sandbox import Mount, VirtualFS, isolation_available, run_process
+from stockade.sandbox import Mount, VirtualFS, isolation_available, run_process
 
 HUNG_TIMEOUT_S = 0.2
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import options
 
-from sandbox import Mount, VirtualFS, openat2_available
+from stockade.sandbox import Mount, VirtualFS, openat2_available
 
 PAYLOAD = os.urandom(4096)
 

@@ -33,7 +33,7 @@ import bench_process
 import bench_vfs
 import options
 
-from sandbox import isolation_available, openat2_available
+from stockade.sandbox import isolation_available, openat2_available
 
 Rows = list[dict[str, Any]]
 

@@ -2,7 +2,7 @@
 
 Quick tour::
 
-    from engine import Engine, Toolkit, ToolCall, tool
+    from stockade.engine import Engine, Toolkit, ToolCall, tool
 
     @tool(read_only=True)
     def add(a: int, b: int) -> int:
@@ -14,13 +14,13 @@ Quick tour::
     result = await Engine(toolkit).call(ToolCall(name="add", arguments={"a": 1, "b": 2}))
 """
 
-from engine.audit import AuditError, AuditLog, AuditReport, read_audit, verify_audit
-from engine.callcontext import CallContext
-from engine.calls import ErrorInfo, ToolCall, ToolChunk, ToolResult, new_call_id
-from engine.content import ImageBlock, TextBlock, ToolOutput
-from engine.context import Emitter, FromContext, ToolContext
-from engine.engine import Engine
-from engine.errors import (
+from stockade.engine.audit import AuditError, AuditLog, AuditReport, read_audit, verify_audit
+from stockade.engine.callcontext import CallContext
+from stockade.engine.calls import ErrorInfo, ToolCall, ToolChunk, ToolResult, new_call_id
+from stockade.engine.content import ImageBlock, TextBlock, ToolOutput
+from stockade.engine.context import Emitter, FromContext, ToolContext
+from stockade.engine.engine import Engine
+from stockade.engine.errors import (
     ArgumentError,
     CallError,
     ContextMissingError,
@@ -31,16 +31,16 @@ from engine.errors import (
     PermissionDeniedError,
     RetryableError,
     SkillError,
-    StockadeError,
     ToolDefinitionError,
     ToolTimeoutError,
     UnknownToolError,
 )
-from engine.registry import ToolRegistry
-from engine.retry import RetryPolicy
-from engine.skills import Skill
-from engine.tool import Mode, RegisteredTool, ToolBase, ToolSpec, tool
-from engine.toolkit import BASIC, ToolGroup, Toolkit
+from stockade.engine.registry import ToolRegistry
+from stockade.engine.retry import RetryPolicy
+from stockade.engine.skills import Skill
+from stockade.engine.tool import Mode, RegisteredTool, ToolBase, ToolSpec, tool
+from stockade.engine.toolkit import BASIC, ToolGroup, Toolkit
+from stockade.errors import StockadeError
 
 __version__ = "0.1.0"
 

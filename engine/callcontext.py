@@ -14,7 +14,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 
-from engine.calls import ToolCall, ToolResult
+from stockade.engine.calls import ToolCall, ToolResult
 
 log = logging.getLogger("stockade.engine")
 

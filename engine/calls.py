@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.content import Block, block_from_dict, block_to_dict, text_of
-from policies import Decision, Effect
+from stockade.engine.content import Block, block_from_dict, block_to_dict, text_of
+from stockade.policies import Decision, Effect
 
 Status = Literal["ok", "error", "denied", "timeout", "cancelled", "pending"]
 STATUSES: tuple[Status, ...] = ("ok", "error", "denied", "timeout", "cancelled", "pending")

@@ -22,15 +22,15 @@ from rich.table import Table
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from engine import __version__
-from engine.audit import verify_audit
-from engine.cli_audit import audit_app
-from engine.cli_common import fail
-from engine.cli_policy import policy_app
-from engine.cli_run import run
-from engine.cli_serve import serve
-from engine.demo import DemoReport, DemoStep, run_demo
-from sandbox import isolation_available
+from stockade.engine import __version__
+from stockade.engine.audit import verify_audit
+from stockade.engine.cli_audit import audit_app
+from stockade.engine.cli_common import fail
+from stockade.engine.cli_policy import policy_app
+from stockade.engine.cli_run import run
+from stockade.engine.cli_serve import serve
+from stockade.engine.demo import DemoReport, DemoStep, run_demo
+from stockade.sandbox import isolation_available
 
 
 class _Commands(TyperGroup):

@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from engine.audit import DEFAULT_PATH, AuditError, read_audit, verify_audit
+from stockade.engine.audit import DEFAULT_PATH, AuditError, read_audit, verify_audit
 
 audit_app = typer.Typer(
     name="audit",

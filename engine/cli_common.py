@@ -8,7 +8,7 @@ from typing import NoReturn
 import typer
 from rich.console import Console
 
-from policies import Policy, PolicyError
+from stockade.policies import Policy, PolicyError
 
 
 def fail(message: str) -> NoReturn:

@@ -20,13 +20,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from engine.cli_common import fail, load_policy
-from engine.errors import CallError
-from engine.filetools import add_file_tools
-from engine.shelltools import add_shell_tools
-from engine.toolkit import Toolkit
-from policies import PRESETS, Policy, lint_policy
-from sandbox import Mount, SandboxError, VirtualFS
+from stockade.engine.cli_common import fail, load_policy
+from stockade.engine.errors import CallError
+from stockade.engine.filetools import add_file_tools
+from stockade.engine.shelltools import add_shell_tools
+from stockade.engine.toolkit import Toolkit
+from stockade.policies import PRESETS, Policy, lint_policy
+from stockade.sandbox import Mount, SandboxError, VirtualFS
 
 policy_app = typer.Typer(
     name="policy",
@@ -67,7 +67,9 @@ def presets(as_json: AsJson = False) -> None:
     """The shipped presets and what each does."""
     rows = []
     for name in PRESETS:
-        text = resources.files("policies.presets").joinpath(f"{name}.toml").read_text("utf-8")
+        text = (
+            resources.files("stockade.policies.presets").joinpath(f"{name}.toml").read_text("utf-8")
+        )
         rows.append({"name": name, "description": tomllib.loads(text).get("description", "")})
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
@@ -152,8 +154,8 @@ async def _preview(
     arguments: dict[str, Any],
     subject: str,
 ) -> Any:
-    from engine.calls import ToolCall
-    from engine.engine import Engine
+    from stockade.engine.calls import ToolCall
+    from stockade.engine.engine import Engine
 
     async with Engine(toolkit, policy=policy, fs=fs) as engine:
         return engine.preview(ToolCall(name=tool, arguments=arguments, subject=subject))

@@ -23,17 +23,17 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from engine.audit import AuditError, AuditLog
-from engine.calls import ToolCall, ToolResult
-from engine.cli_common import fail, load_policy
-from engine.engine import Engine
-from engine.filetools import add_file_tools
-from engine.shelltools import add_shell_tools
-from engine.toolkit import Toolkit
-from engine.tracing import tracer_provider
-from engine.transcript import TranscriptError, load_transcript
-from policies import Decision, Policy
-from sandbox import Mount, SandboxError, VirtualFS
+from stockade.engine.audit import AuditError, AuditLog
+from stockade.engine.calls import ToolCall, ToolResult
+from stockade.engine.cli_common import fail, load_policy
+from stockade.engine.engine import Engine
+from stockade.engine.filetools import add_file_tools
+from stockade.engine.shelltools import add_shell_tools
+from stockade.engine.toolkit import Toolkit
+from stockade.engine.tracing import tracer_provider
+from stockade.engine.transcript import TranscriptError, load_transcript
+from stockade.policies import Decision, Policy
+from stockade.sandbox import Mount, SandboxError, VirtualFS
 
 INTERRUPTED = 130  # the shell's code for a run stopped by Ctrl-C
 

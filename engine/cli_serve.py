@@ -19,15 +19,15 @@ from typing import Annotated
 import typer
 from opentelemetry.sdk.trace import TracerProvider
 
-from engine.audit import AuditError, AuditLog
-from engine.cli_common import fail, load_policy
-from engine.engine import Engine
-from engine.filetools import add_file_tools
-from engine.shelltools import add_shell_tools
-from engine.toolkit import Toolkit
-from engine.tracing import tracer_provider
-from policies import Policy
-from sandbox import Mount, SandboxError, VirtualFS
+from stockade.engine.audit import AuditError, AuditLog
+from stockade.engine.cli_common import fail, load_policy
+from stockade.engine.engine import Engine
+from stockade.engine.filetools import add_file_tools
+from stockade.engine.shelltools import add_shell_tools
+from stockade.engine.toolkit import Toolkit
+from stockade.engine.tracing import tracer_provider
+from stockade.policies import Policy
+from stockade.sandbox import Mount, SandboxError, VirtualFS
 
 STOP_GRACE_S = 3.0  # after SIGTERM or Ctrl-C, for calls in flight to be cancelled and recorded
 
@@ -106,7 +106,7 @@ async def _serve(
     provider: TracerProvider,
     http: int | None,
 ) -> None:
-    from engine.mcp_server import McpService  # the MCP SDK loads only when serving
+    from stockade.engine.mcp_server import McpService  # the MCP SDK loads only when serving
 
     # SIGTERM (what a client sends after closing stdin) and Ctrl-C cancel the calls in flight,
     # whose process trees are killed and whose outcomes are recorded. If stdin is still open,

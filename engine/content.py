@@ -16,7 +16,7 @@ import orjson
 import pydantic_core
 from pydantic import BaseModel
 
-from engine.errors import OutputError
+from stockade.engine.errors import OutputError
 
 
 @dataclass(slots=True)

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
-from engine.content import Block, to_content
+from stockade.engine.content import Block, to_content
 
 if TYPE_CHECKING:
-    from engine.calls import ToolCall
+    from stockade.engine.calls import ToolCall
 
 T = TypeVar("T")
 
@@ -137,7 +137,7 @@ class ToolContext:
 
     def require(self, wanted: type[T]) -> T:
         """Like `get`, but raises `ContextMissingError` naming the type when absent."""
-        from engine.errors import ContextMissingError
+        from stockade.engine.errors import ContextMissingError
 
         for level in self.levels:
             found, value = level.lookup(wanted)

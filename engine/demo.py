@@ -27,18 +27,18 @@ from typing import Any
 from opentelemetry.sdk.trace import TracerProvider
 from pydantic import BaseModel, Field
 
-from engine.audit import AuditLog
-from engine.calls import Status, ToolCall, ToolResult
-from engine.context import Emitter, ToolContext
-from engine.engine import Engine
-from engine.filetools import add_file_tools
-from engine.formats import xml
-from engine.shelltools import add_shell_tools
-from engine.tool import ToolBase, tool
-from engine.toolkit import Toolkit
-from engine.tracing import tracer_provider
-from policies import Decision, Effect, Policy
-from sandbox import Mount, VirtualFS
+from stockade.engine.audit import AuditLog
+from stockade.engine.calls import Status, ToolCall, ToolResult
+from stockade.engine.context import Emitter, ToolContext
+from stockade.engine.engine import Engine
+from stockade.engine.filetools import add_file_tools
+from stockade.engine.formats import xml
+from stockade.engine.shelltools import add_shell_tools
+from stockade.engine.tool import ToolBase, tool
+from stockade.engine.toolkit import Toolkit
+from stockade.engine.tracing import tracer_provider
+from stockade.policies import Decision, Effect, Policy
+from stockade.sandbox import Mount, VirtualFS
 
 _FORECASTS = {
     "Paris": "light rain, 14°C",
@@ -240,7 +240,7 @@ def prepare_workspace(root: Path) -> None:
 def demo_policy() -> Policy:
     """The default preset, with commands limited to 256 MB of memory (so the memory hog is
     stopped in a moment rather than after 2 GB)."""
-    text = resources.files("policies.presets").joinpath("default.toml").read_text("utf-8")
+    text = resources.files("stockade.policies.presets").joinpath("default.toml").read_text("utf-8")
     data = tomllib.loads(text)
     data["process"] = {"memory_mb": 256, "timeout_s": 20}
     return Policy.from_dict(data, source="preset:default (256 MB for commands)")

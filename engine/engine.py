@@ -38,36 +38,36 @@ import pydantic_core
 from opentelemetry import context as context_api
 from opentelemetry.sdk.trace import TracerProvider
 
-from engine import outcomes
-from engine.audit import AuditError, AuditLog
-from engine.callcontext import CallContext
-from engine.calls import ErrorInfo, Status, ToolCall, ToolChunk, ToolResult
-from engine.content import Block, merge_blocks, to_content
-from engine.context import (
+from stockade.engine import outcomes
+from stockade.engine.audit import AuditError, AuditLog
+from stockade.engine.callcontext import CallContext
+from stockade.engine.calls import ErrorInfo, Status, ToolCall, ToolChunk, ToolResult
+from stockade.engine.content import Block, merge_blocks, to_content
+from stockade.engine.context import (
     SILENT_EMITTER,
     ContextLevel,
     ContextLike,
     Emitter,
     ToolContext,
 )
-from engine.deadline import Watchdog
-from engine.errors import (
+from stockade.engine.deadline import Watchdog
+from stockade.engine.errors import (
     ArgumentError,
     CallError,
     PermissionDeniedError,
     ToolTimeoutError,
     UnknownToolError,
 )
-from engine.outcomes import Admitted, RunFailed
-from engine.record import intent_fields, outcome_fields
-from engine.retry import DEFAULT_RETRY, RetryPolicy
-from engine.scheduler import Gates, Scheduler
-from engine.schema import REQUIRED
-from engine.tool import Access, Mode, RegisteredTool
-from engine.toolkit import Toolkit
-from engine.tracing import CallTracer
-from engine.workers import WorkerPool
-from policies import (
+from stockade.engine.outcomes import Admitted, RunFailed
+from stockade.engine.record import intent_fields, outcome_fields
+from stockade.engine.retry import DEFAULT_RETRY, RetryPolicy
+from stockade.engine.scheduler import Gates, Scheduler
+from stockade.engine.schema import REQUIRED
+from stockade.engine.tool import Access, Mode, RegisteredTool
+from stockade.engine.toolkit import Toolkit
+from stockade.engine.tracing import CallTracer
+from stockade.engine.workers import WorkerPool
+from stockade.policies import (
     Decision,
     Effect,
     PathSpellingError,
@@ -77,7 +77,7 @@ from policies import (
     canonical,
     strictest,
 )
-from sandbox import PathEscapeError, SandboxError, VirtualFS, isolation_available
+from stockade.sandbox import PathEscapeError, SandboxError, VirtualFS, isolation_available
 
 log = logging.getLogger("stockade.engine")
 

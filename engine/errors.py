@@ -8,10 +8,7 @@ exception, they get a `ToolResult` whose `error.type` is one of the call-time cl
 
 from __future__ import annotations
 
-
-class StockadeError(Exception):
-    """Base class of every exception Stockade raises on purpose."""
-
+from stockade.errors import StockadeError
 
 # -- registration-time: a programmer mistake, raised immediately -------------------------------
 

@@ -21,10 +21,10 @@ from typing import Annotated, Any
 from pydantic import Field
 from wcmatch import glob as wcglob
 
-from engine.content import ToolOutput
-from engine.tool import RegisteredTool, tool
-from engine.toolkit import BASIC, Toolkit
-from sandbox import NotTextError, SandboxError, VirtualFS
+from stockade.engine.content import ToolOutput
+from stockade.engine.tool import RegisteredTool, tool
+from stockade.engine.toolkit import BASIC, Toolkit
+from stockade.sandbox import NotTextError, SandboxError, VirtualFS
 
 MAX_READ_CHARS = 200_000
 MAX_LIST = 1_000

@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.content import ToolOutput
-from engine.context import ToolContext
-from engine.tool import ToolBase
+from stockade.engine.content import ToolOutput
+from stockade.engine.context import ToolContext
+from stockade.engine.tool import ToolBase
 
 
 class FinishTool(ToolBase):

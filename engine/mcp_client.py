@@ -30,13 +30,14 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters
 
-from engine.content import ImageBlock, TextBlock
-from engine.context import ToolContext
-from engine.errors import StockadeError, ToolDefinitionError, ToolTimeoutError
-from engine.tool import RegisteredTool, ToolBase
+from stockade.engine.content import ImageBlock, TextBlock
+from stockade.engine.context import ToolContext
+from stockade.engine.errors import ToolDefinitionError, ToolTimeoutError
+from stockade.engine.tool import RegisteredTool, ToolBase
+from stockade.errors import StockadeError
 
 if TYPE_CHECKING:
-    from engine.toolkit import Toolkit
+    from stockade.engine.toolkit import Toolkit
 
 log = logging.getLogger("stockade.mcp")
 
@@ -303,7 +304,7 @@ async def add_mcp_server(
     """Start (or connect to) an MCP server and register its tools; see the module docstring.
     Raises `McpServerError` when it cannot be reached, and `ToolDefinitionError` for lists or
     presets naming tools it does not have."""
-    from engine.toolkit import BASIC
+    from stockade.engine.toolkit import BASIC
 
     if (command is None) == (url is None):
         raise ValueError(f"MCP server {name!r}: give command=[...] or url=..., exactly one")

@@ -28,13 +28,13 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from engine import __version__
-from engine.calls import ToolCall, ToolResult
-from engine.content import ImageBlock, TextBlock
-from engine.engine import Engine
-from engine.errors import CallError, PermissionDeniedError
-from engine.tool import RegisteredTool
-from policies import Decision, Effect
+from stockade.engine import __version__
+from stockade.engine.calls import ToolCall, ToolResult
+from stockade.engine.content import ImageBlock, TextBlock
+from stockade.engine.engine import Engine
+from stockade.engine.errors import CallError, PermissionDeniedError
+from stockade.engine.tool import RegisteredTool
+from stockade.policies import Decision, Effect
 
 log = logging.getLogger("stockade.mcp")
 

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from engine.context import ToolContext
-from engine.tool import ToolBase
+from stockade.engine.context import ToolContext
+from stockade.engine.tool import ToolBase
 
 if TYPE_CHECKING:
-    from engine.toolkit import Toolkit
+    from stockade.engine.toolkit import Toolkit
 
 
 class ResetTools(ToolBase):
@@ -29,7 +29,7 @@ class ResetTools(ToolBase):
     )
 
     def __init__(self, toolkit: Toolkit) -> None:
-        from engine.toolkit import BASIC
+        from stockade.engine.toolkit import BASIC
 
         self._toolkit = toolkit
         groups = [g for g in toolkit.groups if g.name != BASIC]

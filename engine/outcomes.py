@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
-from engine.calls import ErrorInfo, Status, ToolCall, ToolResult
-from engine.content import Block, TextBlock, ToolOutput, to_content
-from engine.context import ToolContext
-from engine.errors import OutputError, ToolTimeoutError
-from engine.tool import RegisteredTool
-from policies import Decision, Request
+from stockade.engine.calls import ErrorInfo, Status, ToolCall, ToolResult
+from stockade.engine.content import Block, TextBlock, ToolOutput, to_content
+from stockade.engine.context import ToolContext
+from stockade.engine.errors import OutputError, ToolTimeoutError
+from stockade.engine.tool import RegisteredTool
+from stockade.policies import Decision, Request
 
 log = logging.getLogger("stockade.engine")
 

@@ -22,11 +22,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engine.content import ToolOutput
-from engine.context import ToolContext
-from engine.tool import RegisteredTool, ToolBase
-from engine.toolkit import BASIC, Toolkit
-from policies import Decision, Effect
+from stockade.engine.content import ToolOutput
+from stockade.engine.context import ToolContext
+from stockade.engine.tool import RegisteredTool, ToolBase
+from stockade.engine.toolkit import BASIC, Toolkit
+from stockade.policies import Decision, Effect
 
 ENV = "STOCKADE_DANGEROUS_TEXT_IO"
 MODES = ("deny", "warn", "allow")

@@ -9,8 +9,8 @@ from __future__ import annotations
 from time import time
 from typing import Any
 
-from engine.calls import ToolCall, ToolResult
-from policies import Decision, Request
+from stockade.engine.calls import ToolCall, ToolResult
+from stockade.policies import Decision, Request
 
 _MAX_TEXT = 2000
 _MAX_ITEMS = 20

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from engine.context import ContextLike
-from engine.errors import DuplicateToolError, UnknownToolError
-from engine.tool import RegisteredTool, ToolBase, compile_any
-from engine.toolkit import Toolkit
+from stockade.engine.context import ContextLike
+from stockade.engine.errors import DuplicateToolError, UnknownToolError
+from stockade.engine.tool import RegisteredTool, ToolBase, compile_any
+from stockade.engine.toolkit import Toolkit
 
 
 class ToolRegistry:

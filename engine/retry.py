@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from engine.errors import RetryableError, ToolTimeoutError
+from stockade.engine.errors import RetryableError, ToolTimeoutError
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
 

@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 from pydantic.fields import FieldInfo
 
-from engine.calls import ToolCall
-from engine.context import Emitter, ToolContext, _FromContextMarker
-from engine.errors import ToolDefinitionError
+from stockade.engine.calls import ToolCall
+from stockade.engine.context import Emitter, ToolContext, _FromContextMarker
+from stockade.engine.errors import ToolDefinitionError
 
 REQUIRED: Any = inspect.Parameter.empty
 

@@ -20,13 +20,13 @@ from typing import Annotated
 
 from pydantic import Field
 
-from engine.content import ToolOutput
-from engine.context import FromContext
-from engine.errors import ToolTimeoutError
-from engine.tool import RegisteredTool, tool
-from engine.toolkit import BASIC, Toolkit
-from policies import ProcessSpec
-from sandbox import Limits, ProcessResult, VirtualFS, run_process_async
+from stockade.engine.content import ToolOutput
+from stockade.engine.context import FromContext
+from stockade.engine.errors import ToolTimeoutError
+from stockade.engine.tool import RegisteredTool, tool
+from stockade.engine.toolkit import BASIC, Toolkit
+from stockade.policies import ProcessSpec
+from stockade.sandbox import Limits, ProcessResult, VirtualFS, run_process_async
 
 # the engine's own cap on a call (a hard stop, beyond the process's timeout from the policy)
 TOOL_TIMEOUT_S = 3600.0

@@ -15,9 +15,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.context import ToolContext
-from engine.errors import SkillError
-from engine.tool import ToolBase
+from stockade.engine.context import ToolContext
+from stockade.engine.errors import SkillError
+from stockade.engine.tool import ToolBase
 
 SKILL_FILE = "SKILL.md"
 MAX_SKILL_BYTES = 1_000_000

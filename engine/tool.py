@@ -20,11 +20,11 @@ from typing import Any, Literal, TypeVar, cast, overload
 
 from pydantic import BaseModel, ValidationError
 
-from engine.calls import ToolResult
-from engine.context import ToolContext
-from engine.errors import ArgumentError, ToolDefinitionError
-from engine.retry import RetryPolicy, as_retry_policy
-from engine.schema import (
+from stockade.engine.calls import ToolResult
+from stockade.engine.context import ToolContext
+from stockade.engine.errors import ArgumentError, ToolDefinitionError
+from stockade.engine.retry import RetryPolicy, as_retry_policy
+from stockade.engine.schema import (
     REQUIRED,
     ArgumentSchema,
     Injection,
@@ -32,8 +32,8 @@ from engine.schema import (
     format_validation_error,
     strip_titles,
 )
-from policies import Decision
-from policies.request import ACCESSES, Access
+from stockade.policies import Decision
+from stockade.policies.request import ACCESSES, Access
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 SPEC_ATTRIBUTE = "__stockade_tool__"

@@ -15,10 +15,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from engine.context import ContextLevel, ContextLike
-from engine.errors import DuplicateToolError, GroupError, ToolDefinitionError, UnknownToolError
-from engine.formats import schemas as schema_formats
-from engine.tool import (
+from stockade.engine.context import ContextLevel, ContextLike
+from stockade.engine.errors import (
+    DuplicateToolError,
+    GroupError,
+    ToolDefinitionError,
+    UnknownToolError,
+)
+from stockade.engine.formats import schemas as schema_formats
+from stockade.engine.tool import (
     SPEC_ATTRIBUTE,
     Postprocess,
     RegisteredTool,
@@ -30,7 +35,7 @@ from engine.tool import (
 )
 
 if TYPE_CHECKING:
-    from engine.mcp_client import McpServer
+    from stockade.engine.mcp_client import McpServer
 
 BASIC = "basic"
 META_TOOL = "reset_tools"
@@ -380,7 +385,7 @@ class Toolkit:
             n: t for n, t in self._tools.items() if self._groups[self._group_of[n]].active
         }
         if self._meta_tool and defined:
-            from engine.meta import ResetTools
+            from stockade.engine.meta import ResetTools
 
             if len(self._groups) > 1:
                 self._add_internal(ResetTools(self), "meta tool")
@@ -423,7 +428,7 @@ class Toolkit:
         ``enable``/``disable`` (tool names), ``presets`` (per tool), ``group``, ``timeout_s``,
         ``max_restarts``; see `engine.mcp_client`. Returns the `McpServer`, whose ``close``
         stops it and removes its tools."""
-        from engine.mcp_client import add_mcp_server  # the MCP SDK loads only when used
+        from stockade.engine.mcp_client import add_mcp_server  # the MCP SDK loads only when used
 
         return await add_mcp_server(self, name, command=command, url=url, **options)
 
@@ -438,7 +443,7 @@ class Toolkit:
     ) -> RegisteredTool:
         """Register the structured finish function: its arguments are ``model``'s fields; a call
         validates against the model and puts the value in ``result.metadata["response"]``."""
-        from engine.finish import FinishTool
+        from stockade.engine.finish import FinishTool
 
         check_name(name)
         if name in self._tools and self._reserved.get(name) != "finish function":
@@ -455,7 +460,7 @@ class Toolkit:
     def add_skills(self, root: str | Path) -> list[Any]:
         """Load every skill under ``root`` (folders holding a ``SKILL.md``) and offer the skill
         viewer tool. A skill with the name of an earlier one replaces it."""
-        from engine.skills import SkillViewer, load_skills
+        from stockade.engine.skills import SkillViewer, load_skills
 
         found = load_skills(Path(root))
         for skill in found:
@@ -472,7 +477,7 @@ class Toolkit:
 
     def skills_prompt(self) -> str:
         """A prompt fragment listing the skills and how to read them; empty without skills."""
-        from engine.skills import skills_prompt
+        from stockade.engine.skills import skills_prompt
 
         return skills_prompt(self.skills)
 

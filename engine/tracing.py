@@ -43,9 +43,9 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from engine.calls import ToolCall, ToolResult
-from engine.content import text_of
-from policies import Decision, Request
+from stockade.engine.calls import ToolCall, ToolResult
+from stockade.engine.content import text_of
+from stockade.policies import Decision, Request
 
 log = logging.getLogger("stockade.tracing")
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import orjson
 
-from engine.calls import ToolCall
-from engine.errors import FormatError
-from engine.formats import anthropic, openai, xml
-from engine.toolkit import Toolkit
+from stockade.engine.calls import ToolCall
+from stockade.engine.errors import FormatError
+from stockade.engine.formats import anthropic, openai, xml
+from stockade.engine.toolkit import Toolkit
 
 
 class TranscriptError(ValueError):

@@ -12,10 +12,10 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from engine import AuditLog, Engine, ToolCall, Toolkit, read_audit, verify_audit
-from engine.filetools import add_file_tools
-from engine.tracing import memory_provider
-from sandbox import Mount, VirtualFS
+from stockade.engine import AuditLog, Engine, ToolCall, Toolkit, read_audit, verify_audit
+from stockade.engine.filetools import add_file_tools
+from stockade.engine.tracing import memory_provider
+from stockade.sandbox import Mount, VirtualFS
 
 CALLS = [
     ToolCall(name="write_file", arguments={"path": "plan.md", "content": "1. audit\n"}),

@@ -11,10 +11,10 @@ Run: python examples/policy_modes.py
 import asyncio
 import tempfile
 
-from engine import Engine, ToolCall, Toolkit
-from engine.filetools import add_file_tools
-from policies import Decision, Policy
-from sandbox import Mount, VirtualFS
+from stockade.engine import Engine, ToolCall, Toolkit
+from stockade.engine.filetools import add_file_tools
+from stockade.policies import Decision, Policy
+from stockade.sandbox import Mount, VirtualFS
 
 # (the rule's effect, who calls): "ask" twice, to hear the approver say yes and no
 CASES = [("allow", "bot"), ("warn", "bot"), ("ask", "alice"), ("ask", "mallory"), ("deny", "bot")]

@@ -10,10 +10,10 @@ Run: python examples/quickstart.py
 import asyncio
 import tempfile
 
-from engine import Engine, ToolCall, Toolkit, tool
-from engine.filetools import add_file_tools
-from policies import Policy
-from sandbox import Mount, VirtualFS
+from stockade.engine import Engine, ToolCall, Toolkit, tool
+from stockade.engine.filetools import add_file_tools
+from stockade.policies import Policy
+from stockade.sandbox import Mount, VirtualFS
 
 
 @tool(read_only=True, paths={"path": "read"})

@@ -15,11 +15,11 @@ import json
 import tempfile
 from pathlib import Path
 
-from engine import Engine, Toolkit
-from engine.filetools import add_file_tools
-from engine.formats import openai
-from engine.transcript import load_transcript
-from sandbox import Mount, VirtualFS
+from stockade.engine import Engine, Toolkit
+from stockade.engine.filetools import add_file_tools
+from stockade.engine.formats import openai
+from stockade.engine.transcript import load_transcript
+from stockade.sandbox import Mount, VirtualFS
 
 
 def tool_call(call_id: str, name: str, arguments: dict[str, str] | str) -> dict[str, object]:

@@ -13,10 +13,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engine import Engine, ToolCall, Toolkit
-from engine.shelltools import add_shell_tools
-from policies import Decision, Policy
-from sandbox import Mount, VirtualFS, isolation_available
+from stockade.engine import Engine, ToolCall, Toolkit
+from stockade.engine.shelltools import add_shell_tools
+from stockade.policies import Decision, Policy
+from stockade.sandbox import Mount, VirtualFS, isolation_available
 
 COMMANDS: list[dict[str, Any]] = [
     {"command": "pwd && echo built > out.txt && ls"},

@@ -6,13 +6,13 @@ deny, naming the rule and the reason. casbin is the engine of record; a compiled
 same answers in microseconds.
 """
 
-from policies.decision import Decision, Effect, strictest
-from policies.lint import Finding, lint_policy, lint_text
-from policies.paths import PathSpellingError, canonical, fold
-from policies.policy import PRESETS, CallLimits, Policy
-from policies.request import Request
-from policies.shell import CommandLine, SimpleCommand, parse_command
-from policies.spec import PolicyError, Problem, ProcessSpec
+from stockade.policies.decision import Decision, Effect, strictest
+from stockade.policies.lint import Finding, lint_policy, lint_text
+from stockade.policies.paths import PathSpellingError, canonical, fold
+from stockade.policies.policy import PRESETS, CallLimits, Policy
+from stockade.policies.request import Request
+from stockade.policies.shell import CommandLine, SimpleCommand, parse_command
+from stockade.policies.spec import PolicyError, Problem, ProcessSpec
 
 __all__ = [
     "PRESETS",

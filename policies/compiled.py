@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from policies.globs import Glob
-from policies.paths import ancestors
-from policies.rules import Atom, Rule, role_closure
+from stockade.policies.globs import Glob
+from stockade.policies.paths import ancestors
+from stockade.policies.rules import Atom, Rule, role_closure
 
 _MAX_BUCKETS = 4096
 _MAX_SUBJECTS = 4096

@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from policies.globs import NamePattern
-from policies.shell import CommandLine, SimpleCommand
+from stockade.policies.globs import NamePattern
+from stockade.policies.shell import CommandLine, SimpleCommand
 
 DOWNLOADERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh"})
 INTERPRETERS = frozenset(

@@ -23,7 +23,7 @@ from typing import Literal
 
 from wcmatch import glob as wcglob
 
-from policies.paths import WORKSPACE, fold
+from stockade.policies.paths import WORKSPACE, fold
 
 WCMATCH_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.NEGATE
 _WILD = re.compile(r"(?<!\\)[*?\[]")

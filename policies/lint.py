@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from policies.decision import Effect
-from policies.policy import DANGEROUS_RULE, READ_ONLY_RULE, Policy
-from policies.rules import Rule
-from policies.source import SourceMap
-from policies.spec import PolicyError, parse
+from stockade.policies.decision import Effect
+from stockade.policies.policy import DANGEROUS_RULE, READ_ONLY_RULE, Policy
+from stockade.policies.rules import Rule
+from stockade.policies.source import SourceMap
+from stockade.policies.spec import PolicyError, parse
 
 Severity = Literal["error", "warning", "info"]
 _PATH_ACTIONS = frozenset({"read", "write", "delete"})

@@ -20,8 +20,8 @@ from urllib.parse import unquote
 
 import casbin
 
-from policies.globs import wcmatch_paths
-from policies.rules import Atom, Rule
+from stockade.policies.globs import wcmatch_paths
+from stockade.policies.rules import Atom, Rule
 
 MODEL_TEXT = """
 [request_definition]

@@ -24,12 +24,12 @@ from typing import Any
 
 import casbin
 
-from policies.compiled import CompiledRules
-from policies.dangerous import dangerous_patterns
-from policies.dangerous_commands import BUILT_IN_IDS, DangerousCommands, dangerous_commands
-from policies.decision import Decision, Effect, strictest
-from policies.globs import NamePattern, PathSpec, path_spec
-from policies.oracle import (
+from stockade.policies.compiled import CompiledRules
+from stockade.policies.dangerous import dangerous_patterns
+from stockade.policies.dangerous_commands import BUILT_IN_IDS, DangerousCommands, dangerous_commands
+from stockade.policies.decision import Decision, Effect, strictest
+from stockade.policies.globs import NamePattern, PathSpec, path_spec
+from stockade.policies.oracle import (
     CasbinMatcher,
     dangerous_commands_line,
     decode_field,
@@ -38,12 +38,12 @@ from policies.oracle import (
     new_enforcer,
     policy_lines,
 )
-from policies.paths import PathSpellingError, canonical, fold
-from policies.request import Request
-from policies.rules import Atom, Rule, RuleError, compile_rule, role_closure
-from policies.shell import CommandLine, parse_command
-from policies.source import SourceMap
-from policies.spec import (
+from stockade.policies.paths import PathSpellingError, canonical, fold
+from stockade.policies.request import Request
+from stockade.policies.rules import Atom, Rule, RuleError, compile_rule, role_closure
+from stockade.policies.shell import CommandLine, parse_command
+from stockade.policies.source import SourceMap
+from stockade.policies.spec import (
     DangerousSpec,
     PolicyError,
     PolicySpec,
@@ -106,7 +106,9 @@ class Policy:
         """One of the shipped presets: default, read-only, strict, permissive."""
         if name not in PRESETS:
             raise PolicyError(f"no preset named {name!r}; presets: {', '.join(PRESETS)}")
-        text = resources.files("policies.presets").joinpath(f"{name}.toml").read_text("utf-8")
+        text = (
+            resources.files("stockade.policies.presets").joinpath(f"{name}.toml").read_text("utf-8")
+        )
         source = f"preset:{name}"
         return cls(parse(tomllib.loads(text), source=source, text=text), source=source, text=text)
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from policies.decision import Effect
-from policies.globs import NamePattern, PathSpec, path_spec
-from policies.spec import PolicyError, RuleSpec
+from stockade.policies.decision import Effect
+from stockade.policies.globs import NamePattern, PathSpec, path_spec
+from stockade.policies.spec import PolicyError, RuleSpec
 
 
 class Atom(NamedTuple):

@@ -32,9 +32,9 @@ from functools import lru_cache
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from policies.request import Access
-from policies.words import Word
-from policies.wrappers import unwrap
+from stockade.policies.request import Access
+from stockade.policies.words import Word
+from stockade.policies.wrappers import unwrap
 
 WORKSPACE = "/workspace"
 SCRATCH = "/tmp"

@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from policies.decision import Effect
-from policies.request import ACTIONS
-from policies.source import SourceMap
+from stockade.policies.decision import Effect
+from stockade.policies.request import ACTIONS
+from stockade.policies.source import SourceMap
 
 EffectName = Literal["allow", "warn", "ask", "deny"]
 RESERVED_IDS = frozenset(

@@ -3,8 +3,8 @@
 This package imports nothing from ``engine`` or ``policies``.
 """
 
-from sandbox.bubblewrap import isolation_available
-from sandbox.errors import (
+from stockade.sandbox.bubblewrap import isolation_available
+from stockade.sandbox.errors import (
     ExistsError,
     IsADirectoryError_,
     NotADirectoryError_,
@@ -15,11 +15,11 @@ from sandbox.errors import (
     ReadOnlyError,
     SandboxError,
 )
-from sandbox.hostroot import openat2_available
-from sandbox.limits import Limits, ProcessResult
-from sandbox.mounts import Change, FileInfo, Mount
-from sandbox.process import run_process, run_process_async
-from sandbox.vfs import VirtualFS
+from stockade.sandbox.hostroot import openat2_available
+from stockade.sandbox.limits import Limits, ProcessResult
+from stockade.sandbox.mounts import Change, FileInfo, Mount
+from stockade.sandbox.process import run_process, run_process_async
+from stockade.sandbox.vfs import VirtualFS
 
 __all__ = [
     "Change",

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from sandbox.errors import SandboxError
-from sandbox.logical import normalize, within
-from sandbox.mounts import Mount
+from stockade.sandbox.errors import SandboxError
+from stockade.sandbox.logical import normalize, within
+from stockade.sandbox.mounts import Mount
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # what programs need from /etc to start and to name users; nothing secret (an allow-list: each

@@ -14,7 +14,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from sandbox.errors import (
+from stockade.sandbox.errors import (
     ExistsError,
     IsADirectoryError_,
     NotADirectoryError_,
@@ -22,8 +22,8 @@ from sandbox.errors import (
     SandboxError,
     from_os_error,
 )
-from sandbox.hostroot import HostRoot
-from sandbox.mounts import FileInfo, Kind
+from stockade.sandbox.hostroot import HostRoot
+from stockade.sandbox.mounts import FileInfo, Kind
 
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK  # non-blocking: opening a FIFO must not hang
 

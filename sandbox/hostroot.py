@@ -26,7 +26,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox.errors import (
+from stockade.sandbox.errors import (
     NotADirectoryError_,
     NotFoundError,
     PathEscapeError,

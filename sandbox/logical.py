@@ -7,7 +7,7 @@ the first gate only: symlinks and races are dealt with where the host is asked.
 
 from __future__ import annotations
 
-from sandbox.errors import PathEscapeError
+from stockade.sandbox.errors import PathEscapeError
 
 WORKSPACE = "/workspace"
 MAX_PATH = 4096

@@ -17,7 +17,7 @@ from pyfakefs.fake_open import FakeFileOpen
 from pyfakefs.fake_os import FakeOsModule
 from pyfakefs.helpers import FakeStatResult
 
-from sandbox.errors import (
+from stockade.sandbox.errors import (
     ExistsError,
     IsADirectoryError_,
     NotADirectoryError_,
@@ -25,7 +25,7 @@ from sandbox.errors import (
     SandboxError,
     from_os_error,
 )
-from sandbox.mounts import FileInfo, Kind
+from stockade.sandbox.mounts import FileInfo, Kind
 
 
 class MemoryBackend:

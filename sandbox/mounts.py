@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from sandbox.logical import normalize
+from stockade.sandbox.logical import normalize
 
 
 @dataclass(frozen=True, slots=True)

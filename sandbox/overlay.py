@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from sandbox.errors import (
+from stockade.sandbox.errors import (
     ExistsError,
     IsADirectoryError_,
     NotADirectoryError_,
@@ -27,8 +27,8 @@ from sandbox.errors import (
     QuotaError,
     SandboxError,
 )
-from sandbox.host import HostBackend
-from sandbox.mounts import Change, ChangeKind, FileInfo
+from stockade.sandbox.host import HostBackend
+from stockade.sandbox.mounts import Change, ChangeKind, FileInfo
 
 Key = tuple[str, ...]
 _UNLIMITED = 1 << 62

@@ -48,13 +48,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sandbox.bubblewrap import SANDBOX_PATH, box, bubblewrap
-from sandbox.cgroups import PidsGroup
-from sandbox.errors import SandboxError
-from sandbox.limits import Isolation, KilledReason, Limits, MiB, ProcessResult
-from sandbox.logical import normalize
-from sandbox.tree import RUN_TOKEN, ProcessTree
-from sandbox.vfs import VirtualFS
+from stockade.sandbox.bubblewrap import SANDBOX_PATH, box, bubblewrap
+from stockade.sandbox.cgroups import PidsGroup
+from stockade.sandbox.errors import SandboxError
+from stockade.sandbox.limits import Isolation, KilledReason, Limits, MiB, ProcessResult
+from stockade.sandbox.logical import normalize
+from stockade.sandbox.tree import RUN_TOKEN, ProcessTree
+from stockade.sandbox.vfs import VirtualFS
 
 log = logging.getLogger("stockade.sandbox")
 _CHILD_PID = re.compile(rb'"child-pid"\s*:\s*(\d+)\s*[,}\n]')  # in --info-fd's report

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from sandbox.cgroups import PidsGroup
+from stockade.sandbox.cgroups import PidsGroup
 
 log = logging.getLogger("stockade.sandbox")
 RUN_TOKEN = "STOCKADE_RUN"  # in every run's environment: finds its strays without a box

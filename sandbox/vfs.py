@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
-from sandbox.errors import (
+from stockade.sandbox.errors import (
     ExistsError,
     NotADirectoryError_,
     NotFoundError,
@@ -32,11 +32,11 @@ from sandbox.errors import (
     ReadOnlyError,
     SandboxError,
 )
-from sandbox.host import HostBackend
-from sandbox.logical import normalize, split, within
-from sandbox.memory import MemoryBackend
-from sandbox.mounts import Change, FileInfo, Mount
-from sandbox.overlay import OverlayBackend
+from stockade.sandbox.host import HostBackend
+from stockade.sandbox.logical import normalize, split, within
+from stockade.sandbox.memory import MemoryBackend
+from stockade.sandbox.mounts import Change, FileInfo, Mount
+from stockade.sandbox.overlay import OverlayBackend
 
 MiB = 1 << 20
 

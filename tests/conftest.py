@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import Mount, VirtualFS
+from stockade.sandbox import Mount, VirtualFS
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from engine import Engine, ToolCall, ToolChunk
+from stockade.engine import Engine, ToolCall, ToolChunk
 
 
 async def until(predicate: Callable[[], object], limit: float = 5.0) -> None:
@@ -70,7 +70,7 @@ def require_bubblewrap() -> None:
     skip; on a developer's machine without it, the test is skipped and says how to install it."""
     import pytest
 
-    from sandbox import isolation_available
+    from stockade.sandbox import isolation_available
 
     if isolation_available():
         return

@@ -38,11 +38,11 @@ from typing import Any
 import orjson
 import pytest
 
-from engine import Engine, ToolCall, Toolkit, ToolResult, tool
-from engine.audit import GENESIS, AuditError, AuditLog, read_audit, verify_audit
-from engine.filetools import add_file_tools
-from policies import Policy
-from sandbox import Mount, VirtualFS
+from stockade.engine import Engine, ToolCall, Toolkit, ToolResult, tool
+from stockade.engine.audit import GENESIS, AuditError, AuditLog, read_audit, verify_audit
+from stockade.engine.filetools import add_file_tools
+from stockade.policies import Policy
+from stockade.sandbox import Mount, VirtualFS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -794,8 +794,8 @@ def test_engines_in_several_threads_share_one_log(tmp_path: Path) -> None:
 
 CHILD = """
 import asyncio, sys
-from engine import Engine, ToolCall, Toolkit, tool
-from engine.audit import AuditLog
+from stockade.engine import Engine, ToolCall, Toolkit, tool
+from stockade.engine.audit import AuditLog
 
 @tool(read_only=True)
 async def echo(text: str) -> str:

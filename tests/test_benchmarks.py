@@ -11,7 +11,7 @@ from typing import Any
 
 from support import require_bubblewrap
 
-from sandbox import isolation_available
+from stockade.sandbox import isolation_available
 
 ROOT = Path(__file__).resolve().parents[1]
 

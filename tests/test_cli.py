@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import engine
+import stockade.engine
 
 
 def _stockade() -> str:
@@ -100,7 +100,7 @@ def test_demo_json_reports_each_call_with_its_result() -> None:
 def test_version_prints_the_package_version() -> None:
     done = _run("version")
     assert done.returncode == 0
-    assert done.stdout.strip() == engine.__version__
+    assert done.stdout.strip() == stockade.engine.__version__
 
 
 def test_unknown_command_is_a_usage_error() -> None:
@@ -271,14 +271,14 @@ def test_policy_explain_bad_input_is_a_clear_error(args: list[str], words: str) 
 
 _BROKEN = """
 import sys
-import engine.cli
+import stockade.engine.cli
 
 async def broken(*args, **kwargs):
     raise LookupError("the demo script lost its steps")
 
-engine.cli.run_demo = broken  # a bug inside a command, as users would meet one
+stockade.engine.cli.run_demo = broken  # a bug inside a command, as users would meet one
 sys.argv = ["stockade", *sys.argv[1:]]
-engine.cli.main()
+stockade.engine.cli.main()
 """
 
 

@@ -21,7 +21,7 @@ import psutil
 import pytest
 from support import require_bubblewrap
 
-from engine import verify_audit
+from stockade.engine import verify_audit
 
 CALLS = [
     {"name": "write_file", "arguments": {"path": "notes.txt", "content": "hello\n"}},

@@ -48,7 +48,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from policies import Decision, Effect, Policy, PolicyError, Request
+from stockade.policies import Decision, Effect, Policy, PolicyError, Request
 
 # -- helpers -----------------------------------------------------------------------------------
 

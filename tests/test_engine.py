@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from support import collect, until
 
-from engine import (
+from stockade.engine import (
     Emitter,
     Engine,
     ImageBlock,
@@ -40,9 +40,9 @@ from engine import (
     ToolResult,
     tool,
 )
-from engine.deadline import Watchdog
-from engine.scheduler import Scheduler
-from policies import Decision, Effect
+from stockade.engine.deadline import Watchdog
+from stockade.engine.scheduler import Scheduler
+from stockade.policies import Decision, Effect
 
 FAST_RETRY = RetryPolicy(initial_delay_s=0.001)
 

@@ -21,8 +21,8 @@ import pytest
 from pydantic import BaseModel
 from support import collect, until
 
-from engine import Engine, ToolBase, ToolCall, ToolContext, Toolkit, ToolResult, tool
-from policies import Decision, Effect, Policy, Request
+from stockade.engine import Engine, ToolBase, ToolCall, ToolContext, Toolkit, ToolResult, tool
+from stockade.policies import Decision, Effect, Policy, Request
 
 # Seconds a tracked tool stays busy by default: long enough for concurrent calls to overlap.
 BUSY_S = 0.05

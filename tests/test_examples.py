@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from support import require_bubblewrap
 
-from sandbox import isolation_available
+from stockade.sandbox import isolation_available
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -25,10 +25,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Engine, ToolCall, Toolkit, ToolResult
-from engine.filetools import MAX_READ_CHARS, add_file_tools
-from policies import Decision, Effect, Policy
-from sandbox import Mount, VirtualFS
+from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
+from stockade.engine.filetools import MAX_READ_CHARS, add_file_tools
+from stockade.policies import Decision, Effect, Policy
+from stockade.sandbox import Mount, VirtualFS
 
 SECRET = "TOP SECRET TOKEN\n"
 MOUNTS = ("/workspace", "/userinput")

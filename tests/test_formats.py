@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine import (
+from stockade.engine import (
     Engine,
     ErrorInfo,
     FormatError,
@@ -26,8 +26,8 @@ from engine import (
     ToolResult,
     tool,
 )
-from engine.formats import anthropic, openai, xml
-from policies import Decision, Effect
+from stockade.engine.formats import anthropic, openai, xml
+from stockade.policies import Decision, Effect
 
 # -- tools shared by the tests ------------------------------------------------------------------
 

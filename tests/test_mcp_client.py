@@ -40,17 +40,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Engine, ToolCall, Toolkit, ToolResult
-from engine.audit import AuditLog, read_audit, verify_audit
-from engine.errors import DuplicateToolError, ToolDefinitionError
-from engine.mcp_client import (
+from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
+from stockade.engine.audit import AuditLog, read_audit, verify_audit
+from stockade.engine.errors import DuplicateToolError, ToolDefinitionError
+from stockade.engine.mcp_client import (
     McpServer,
     McpServerError,
     add_mcp_server,
     tool_name,
 )
-from policies import Effect, Policy
-from policies.policy import READ_ONLY_RULE
+from stockade.policies import Effect, Policy
+from stockade.policies.policy import READ_ONLY_RULE
 
 SERVER = Path(__file__).parent / "mcp_servers" / "notes_server.py"
 NOTES = [sys.executable, str(SERVER)]
@@ -505,7 +505,9 @@ async def test_a_tool_errors_own_message_reaches_the_model() -> None:
 
 def read_only_policy(trusted: list[str]) -> Policy:
     """The shipped ``read-only`` preset, plus ``[mcp] trusted_servers``."""
-    text = resources.files("policies.presets").joinpath("read-only.toml").read_text("utf-8")
+    text = (
+        resources.files("stockade.policies.presets").joinpath("read-only.toml").read_text("utf-8")
+    )
     data = tomllib.loads(text)
     data["mcp"] = {"trusted_servers": trusted}
     policy = Policy.from_dict(data)

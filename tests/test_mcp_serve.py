@@ -18,11 +18,11 @@ import psutil
 import pytest
 from mcp import Client, StdioServerParameters
 
-from engine import Engine, Toolkit, tool
-from engine.audit import read_audit, verify_audit
-from engine.mcp_server import McpService, annotations_of
-from engine.shelltools import add_shell_tools
-from sandbox import VirtualFS
+from stockade.engine import Engine, Toolkit, tool
+from stockade.engine.audit import read_audit, verify_audit
+from stockade.engine.mcp_server import McpService, annotations_of
+from stockade.engine.shelltools import add_shell_tools
+from stockade.sandbox import VirtualFS
 
 Elicit = Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 MODES = ["legacy", "auto"]  # auto settles on 2026-07-28 with a server that serves both

@@ -14,8 +14,8 @@ from typing import Any
 import casbin
 import pytest
 
-import policies
-from policies import (
+import stockade.policies
+from stockade.policies import (
     PRESETS,
     CallLimits,
     Decision,
@@ -27,11 +27,11 @@ from policies import (
     lint_policy,
     lint_text,
 )
-from policies.dangerous import DEFAULT_DANGEROUS
-from policies.oracle import MODEL_TEXT, register_functions
+from stockade.policies.dangerous import DEFAULT_DANGEROUS
+from stockade.policies.oracle import MODEL_TEXT, register_functions
 
 ROLES = {"admins": ["alice", "ops"], "ops": ["carol"], "readers": ["bob"]}
-PRESET_DIR = Path(policies.__file__).parent / "presets"
+PRESET_DIR = Path(stockade.policies.__file__).parent / "presets"
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -1602,7 +1602,7 @@ LINT_EXPECTED = [
 
 
 @pytest.fixture(scope="module")
-def lint_findings() -> list[policies.Finding]:
+def lint_findings() -> list[stockade.policies.Finding]:
     return lint_text(LINT_TEXT)
 
 
@@ -1612,14 +1612,16 @@ def lint_findings() -> list[policies.Finding]:
     ids=[f"{e[2]}@{e[1]}" for e in LINT_EXPECTED],
 )
 def test_lint_finding(
-    lint_findings: list[policies.Finding], severity: str, line: int, key: str, words: str
+    lint_findings: list[stockade.policies.Finding], severity: str, line: int, key: str, words: str
 ) -> None:
     found = [f for f in lint_findings if (f.severity, f.line, f.key) == (severity, line, key)]
     assert found, f"no {severity} at line {line} for {key}: {lint_findings}"
     assert any(words in f.message for f in found)
 
 
-def test_lint_findings_are_exactly_these_in_order(lint_findings: list[policies.Finding]) -> None:
+def test_lint_findings_are_exactly_these_in_order(
+    lint_findings: list[stockade.policies.Finding],
+) -> None:
     assert [(f.severity, f.line, f.key) for f in lint_findings] == [e[:3] for e in LINT_EXPECTED]
     assert str(lint_findings[0]).startswith("line 3: warning: shadow: ")
 

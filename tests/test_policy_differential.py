@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from policies import Policy, Request
-from policies.globs import path_spec, wcmatch_paths
-from policies.paths import fold
+from stockade.policies import Policy, Request
+from stockade.policies.globs import path_spec, wcmatch_paths
+from stockade.policies.paths import fold
 
 SUBJECTS = ["agent", "alice", "bob", "ci-bot", "guest"]
 ROLES = {"admins": ["alice", "ops"], "ops": ["ci-bot"], "readers": ["guest", "bob"]}

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies import Decision, Effect, PathSpellingError, Policy, Request, canonical, fold
+from stockade.policies import Decision, Effect, PathSpellingError, Policy, Request, canonical, fold
 
 DEFAULT = Policy.preset("default")
 

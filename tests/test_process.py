@@ -32,10 +32,10 @@ import psutil
 import pytest
 from support import require_bubblewrap, snapshot, until
 
-from sandbox import Mount, SandboxError, VirtualFS
-from sandbox.cgroups import PidsGroup
-from sandbox.limits import Limits, MiB, ProcessResult
-from sandbox.process import IsolationChoice, run_process, run_process_async
+from stockade.sandbox import Mount, SandboxError, VirtualFS
+from stockade.sandbox.cgroups import PidsGroup
+from stockade.sandbox.limits import Limits, MiB, ProcessResult
+from stockade.sandbox.process import IsolationChoice, run_process, run_process_async
 
 ISOLATIONS = ("bubblewrap", "none")
 # a sandbox that hangs must fail its test, not the whole run
@@ -742,7 +742,7 @@ def test_bubblewraps_init_pid_is_read_even_when_its_report_arrives_in_pieces() -
     import threading
     import time
 
-    from sandbox.process import _namespace_init
+    from stockade.sandbox.process import _namespace_init
 
     read_end, write_end = os.pipe()
     ours = os.dup(write_end)  # _namespace_init closes its own copy, as after spawning
@@ -763,7 +763,7 @@ def test_bubblewraps_init_pid_is_read_even_when_its_report_arrives_in_pieces() -
 
 
 def test_no_init_pid_when_bubblewrap_closes_its_report_early() -> None:
-    from sandbox.process import _namespace_init
+    from stockade.sandbox.process import _namespace_init
 
     read_end, write_end = os.pipe()
     ours = os.dup(write_end)

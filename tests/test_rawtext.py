@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from engine import Engine, ToolCall, Toolkit, ToolResult
-from engine.filetools import add_file_tools
-from engine.rawtext import ENV, add_raw_text_tools
-from policies import Effect, Policy
+from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
+from stockade.engine.filetools import add_file_tools
+from stockade.engine.rawtext import ENV, add_raw_text_tools
+from stockade.policies import Effect, Policy
 
 RAW_TOOLS = ("view_text_file", "write_text_file", "insert_text_file")
 # The default preset refuses every path outside /workspace and /userinput, so these tests use a

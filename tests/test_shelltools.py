@@ -23,11 +23,11 @@ import psutil
 import pytest
 from support import require_bubblewrap
 
-from engine import Engine, ToolCall, Toolkit, ToolResult
-from engine.shelltools import add_shell_tools
-from policies import Effect, Policy
-from sandbox import Mount, VirtualFS
-from sandbox.bubblewrap import bubblewrap
+from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
+from stockade.engine.shelltools import add_shell_tools
+from stockade.policies import Effect, Policy
+from stockade.sandbox import Mount, VirtualFS
+from stockade.sandbox.bubblewrap import bubblewrap
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from engine import (
+from stockade.engine import (
     ArgumentError,
     ContextMissingError,
     DuplicateToolError,

@@ -44,12 +44,18 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from support import collect, require_bubblewrap, until
 
-from engine import Engine, RetryPolicy, ToolCall, Toolkit, ToolResult, tool
-from engine.filetools import add_file_tools
-from engine.shelltools import add_shell_tools
-from engine.tracing import MAX_RECORDED_CHARS, REDACTED, memory_provider, redact, tracer_provider
-from policies import Policy
-from sandbox import VirtualFS
+from stockade.engine import Engine, RetryPolicy, ToolCall, Toolkit, ToolResult, tool
+from stockade.engine.filetools import add_file_tools
+from stockade.engine.shelltools import add_shell_tools
+from stockade.engine.tracing import (
+    MAX_RECORDED_CHARS,
+    REDACTED,
+    memory_provider,
+    redact,
+    tracer_provider,
+)
+from stockade.policies import Policy
+from stockade.sandbox import VirtualFS
 
 FAST_RETRY = RetryPolicy(initial_delay_s=0.001)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support import snapshot, stray_temp_files
 
-from sandbox import (
+from stockade.sandbox import (
     Change,
     ExistsError,
     FileInfo,

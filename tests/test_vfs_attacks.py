@@ -46,8 +46,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import snapshot, stray_temp_files
 
-import sandbox.hostroot
-from sandbox import (
+import stockade.sandbox.hostroot
+from stockade.sandbox import (
     IsADirectoryError_,
     Mount,
     NotADirectoryError_,
@@ -59,7 +59,7 @@ from sandbox import (
     VirtualFS,
     openat2_available,
 )
-from sandbox.logical import normalize, split
+from stockade.sandbox.logical import normalize, split
 
 SECRET = "TOP-SECRET"
 MAX_FILE = 64 * 1024
@@ -1071,7 +1071,7 @@ def test_swapping_a_folder_for_a_link_out_never_escapes(
     if resolver == "openat2" and not openat2_available():
         pytest.skip("openat2 is not available on this kernel")
     if resolver == "walk":
-        monkeypatch.setattr(sandbox.hostroot, "_OPENAT2", None)
+        monkeypatch.setattr(stockade.sandbox.hostroot, "_OPENAT2", None)
     out = tmp_path / "outside"
     out.mkdir()
     (out / "secret.txt").write_text(SECRET)

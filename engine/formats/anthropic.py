@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from engine.calls import ToolCall, ToolResult
-from engine.content import ImageBlock, TextBlock
-from engine.errors import FormatError
+from stockade.engine.calls import ToolCall, ToolResult
+from stockade.engine.content import ImageBlock, TextBlock
+from stockade.engine.errors import FormatError
 
 
 def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.tool import RegisteredTool
+from stockade.engine.tool import RegisteredTool
 
 
 def openai_tool(tool: RegisteredTool) -> dict[str, Any]:

@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from engine.calls import ToolCall, ToolResult, new_call_id
-from engine.errors import FormatError
+from stockade.engine.calls import ToolCall, ToolResult, new_call_id
+from stockade.engine.errors import FormatError
 
 if TYPE_CHECKING:
-    from engine.tool import RegisteredTool
-    from engine.toolkit import Toolkit
+    from stockade.engine.tool import RegisteredTool
+    from stockade.engine.toolkit import Toolkit
 
 _OPEN_CALL = "<tool_call>"
 _CLOSE_CALL = "</tool_call>"
