@@ -29,8 +29,8 @@ from typing import Any
 import options
 
 from stockade.engine import Engine, ToolCall, Toolkit, tool
-from stockade.engine.audit import AuditLog, verify_audit
-from stockade.engine.tracing import memory_provider
+from stockade.engine.observe import AuditLog, verify_audit
+from stockade.engine.observe.tracing import memory_provider
 
 
 @tool(read_only=True)

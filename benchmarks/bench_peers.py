@@ -38,8 +38,8 @@ import options
 from bench_observability import interleaved
 
 from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
-from stockade.engine.audit import AuditLog
-from stockade.engine.tracing import memory_provider
+from stockade.engine.observe import AuditLog
+from stockade.engine.observe.tracing import memory_provider
 
 NOT_INSTALLED = "not installed (pip install -e '.[bench]')"
 # the versions of pyproject's "bench" extra, which the notes below were written against

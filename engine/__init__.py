@@ -1,8 +1,9 @@
-"""Stockade's engine: tools, the toolkit, call formats, and the call pipeline.
+"""Stockade's engine: tools, the toolkit, the call pipeline, what is recorded of calls, and the
+tools Stockade ships.
 
 Quick tour::
 
-    from stockade.engine import Engine, Toolkit, ToolCall, tool
+    from stockade.engine import Engine, ToolCall, Toolkit, tool
 
     @tool(read_only=True)
     def add(a: int, b: int) -> int:
@@ -12,14 +13,16 @@ Quick tour::
     toolkit = Toolkit()
     toolkit.add(add)
     result = await Engine(toolkit).call(ToolCall(name="add", arguments={"a": 1, "b": 2}))
+
+The names below are the engine's public surface (a test pins them). The rooms behind them:
+``tools`` (describing a tool), ``toolkit`` (registering tools), ``pipeline`` (one call, end to
+end), ``observe`` (audit log, tracing), ``builtin`` (the tools Stockade ships), ``formats``
+(wire formats), ``mcp`` (server and client) and ``cli`` (the command).
 """
 
-from stockade.engine.audit import AuditError, AuditLog, AuditReport, read_audit, verify_audit
-from stockade.engine.callcontext import CallContext
-from stockade.engine.calls import ErrorInfo, ToolCall, ToolChunk, ToolResult, new_call_id
-from stockade.engine.content import ImageBlock, TextBlock, ToolOutput
-from stockade.engine.context import Emitter, FromContext, ToolContext
-from stockade.engine.engine import Engine
+from stockade.engine.builtin import add_file_tools, add_raw_text_tools, add_shell_tools
+from stockade.engine.builtin.skills import Skill
+from stockade.engine.content import FileReport, ImageBlock, ProcessReport, TextBlock, ToolOutput
 from stockade.engine.errors import (
     ArgumentError,
     CallError,
@@ -35,28 +38,48 @@ from stockade.engine.errors import (
     ToolTimeoutError,
     UnknownToolError,
 )
-from stockade.engine.registry import ToolRegistry
-from stockade.engine.retry import RetryPolicy
-from stockade.engine.skills import Skill
-from stockade.engine.tool import Mode, RegisteredTool, ToolBase, ToolSpec, tool
-from stockade.engine.toolkit import BASIC, ToolGroup, Toolkit
+from stockade.engine.injection import Emitter, FromContext, ToolContext
+from stockade.engine.messages import (
+    CallNotes,
+    ErrorInfo,
+    Retry,
+    ToolCall,
+    ToolChunk,
+    ToolResult,
+    new_call_id,
+)
+from stockade.engine.observe import (
+    AuditError,
+    AuditLog,
+    AuditReport,
+    CallObserver,
+    read_audit,
+    verify_audit,
+)
+from stockade.engine.pipeline import Approver, CallContext, Engine
+from stockade.engine.toolkit import BASIC, ToolGroup, Toolkit, ToolRegistry
+from stockade.engine.tools import Mode, RegisteredTool, RetryPolicy, ToolBase, ToolSpec, tool
 from stockade.errors import StockadeError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BASIC",
+    "Approver",
     "ArgumentError",
     "AuditError",
     "AuditLog",
     "AuditReport",
     "CallContext",
     "CallError",
+    "CallNotes",
+    "CallObserver",
     "ContextMissingError",
     "DuplicateToolError",
     "Emitter",
     "Engine",
     "ErrorInfo",
+    "FileReport",
     "FormatError",
     "FromContext",
     "GroupError",
@@ -64,7 +87,9 @@ __all__ = [
     "Mode",
     "OutputError",
     "PermissionDeniedError",
+    "ProcessReport",
     "RegisteredTool",
+    "Retry",
     "RetryPolicy",
     "RetryableError",
     "Skill",
@@ -84,6 +109,9 @@ __all__ = [
     "ToolTimeoutError",
     "Toolkit",
     "UnknownToolError",
+    "add_file_tools",
+    "add_raw_text_tools",
+    "add_shell_tools",
     "new_call_id",
     "read_audit",
     "tool",

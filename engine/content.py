@@ -1,8 +1,10 @@
-"""Result content: the blocks a tool's answer is made of, and how return values become blocks.
+"""What a tool returns: the blocks its answer is made of, and `ToolOutput` for more.
 
 Tools return whatever is natural (a string, a number, a dict, a pydantic model, a list of blocks);
 `to_content` turns that into a list of blocks once, here, so every format renderer downstream
-deals with one shape.
+deals with one shape. A tool that has more to say returns a `ToolOutput`: its content, metadata
+of its own (free-form, for the caller), and typed reports of what it did (`FileReport`,
+`ProcessReport`), which are the only things of a tool's that reach the audit log.
 """
 
 from __future__ import annotations
@@ -44,12 +46,45 @@ class ImageBlock:
 Block = TextBlock | ImageBlock
 
 
+@dataclass(frozen=True, slots=True)
+class FileReport:
+    """A file a tool changed: its logical path, the bytes it holds now (or held, when deleted),
+    and the sha256 of its content before and after (None: there was no file)."""
+
+    path: str
+    bytes: int
+    sha256_before: str | None
+    sha256_after: str | None
+
+    def as_metadata(self) -> dict[str, Any]:
+        """The report as result metadata shows it."""
+        return {
+            "path": self.path,
+            "bytes": self.bytes,
+            "sha256_before": self.sha256_before,
+            "sha256_after": self.sha256_after,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessReport:
+    """A process a tool ran: under which isolation, how it ended, and why it was killed."""
+
+    isolation: str
+    exit_code: int | None
+    killed_reason: str | None
+
+
 @dataclass(slots=True)
 class ToolOutput:
-    """Return this from a tool to attach metadata to its result alongside the content."""
+    """Return this from a tool to give its result more than content: ``metadata`` of the tool's
+    own (shown in ``result.metadata``; keys the engine uses for its own notes keep the engine's
+    values, the tool's are in ``result.tool_metadata``), and typed reports of what it did."""
 
     content: Any
     metadata: dict[str, Any] = field(default_factory=dict)
+    file: FileReport | None = None
+    process: ProcessReport | None = None
 
 
 def to_content(value: Any) -> list[Block]:

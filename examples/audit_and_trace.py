@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 
 from stockade.engine import AuditLog, Engine, ToolCall, Toolkit, read_audit, verify_audit
-from stockade.engine.filetools import add_file_tools
-from stockade.engine.tracing import memory_provider
+from stockade.engine.builtin.files import add_file_tools
+from stockade.engine.observe.tracing import memory_provider
 from stockade.sandbox import Mount, VirtualFS
 
 CALLS = [

@@ -12,7 +12,7 @@ import asyncio
 import tempfile
 
 from stockade.engine import Engine, ToolCall, Toolkit
-from stockade.engine.filetools import add_file_tools
+from stockade.engine.builtin.files import add_file_tools
 from stockade.policies import Decision, Policy
 from stockade.sandbox import Mount, VirtualFS
 

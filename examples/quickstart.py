@@ -11,7 +11,7 @@ import asyncio
 import tempfile
 
 from stockade.engine import Engine, ToolCall, Toolkit, tool
-from stockade.engine.filetools import add_file_tools
+from stockade.engine.builtin.files import add_file_tools
 from stockade.policies import Policy
 from stockade.sandbox import Mount, VirtualFS
 

@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 
 from stockade.engine import Engine, Toolkit
-from stockade.engine.filetools import add_file_tools
+from stockade.engine.builtin.files import add_file_tools
 from stockade.engine.formats import openai
-from stockade.engine.transcript import load_transcript
+from stockade.engine.formats.transcripts import load_transcript
 from stockade.sandbox import Mount, VirtualFS
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from stockade.engine import Engine, ToolCall, Toolkit
-from stockade.engine.shelltools import add_shell_tools
+from stockade.engine.builtin.shell import add_shell_tools
 from stockade.policies import Decision, Policy
 from stockade.sandbox import Mount, VirtualFS, isolation_available
 

@@ -10,9 +10,9 @@ from stockade.policies.decision import Decision, Effect, strictest
 from stockade.policies.lint import Finding, lint_policy, lint_text
 from stockade.policies.paths import PathSpellingError, canonical, fold
 from stockade.policies.policy import PRESETS, CallLimits, Policy
+from stockade.policies.policy_file import PolicyError, Problem, ProcessSpec
 from stockade.policies.request import Request
 from stockade.policies.shell import CommandLine, SimpleCommand, parse_command
-from stockade.policies.spec import PolicyError, Problem, ProcessSpec
 
 __all__ = [
     "PRESETS",

@@ -44,6 +44,20 @@ class Decision(NamedTuple):
         """True when the call may run without asking anyone (allow or warn)."""
         return self.effect is Effect.ALLOW or self.effect is Effect.WARN
 
+    def answered(self, approved: bool, verdict: str) -> Decision:
+        """This decision after a person or a program answered it (meant for an ASK): allowed
+        when ``approved``, denied otherwise, with ``verdict`` (who answered, and how) added to
+        the reason. What it was about (rule, action, target) and the shadow flag are kept, so
+        the record still names the rule that asked."""
+        return Decision(
+            Effect.ALLOW if approved else Effect.DENY,
+            self.rule,
+            f"{self.reason} — {verdict}",
+            self.action,
+            self.target,
+            self.shadow,
+        )
+
     def explain(self) -> str:
         """A few lines a person can read: the verdict, what it was about, and why."""
         lines = [f"{self.effect.value.upper()}: {self.reason}"]

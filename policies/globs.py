@@ -23,6 +23,7 @@ from typing import Literal
 
 from wcmatch import glob as wcglob
 
+from stockade.errors import StockadeError
 from stockade.policies.paths import WORKSPACE, fold
 
 WCMATCH_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.NEGATE
@@ -32,7 +33,7 @@ AnchorKind = Literal["prefix", "segment", "segment-start", "none"]
 Shape = Literal["exact", "tree", "regex"]
 
 
-class PatternError(ValueError):
+class PatternError(StockadeError, ValueError):
     """A pattern that cannot be compiled."""
 
 

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Literal
 
 from stockade.policies.decision import Effect
-from stockade.policies.policy import DANGEROUS_RULE, READ_ONLY_RULE, Policy
+from stockade.policies.policy import Policy
+from stockade.policies.policy_file import PolicyError, parse
 from stockade.policies.rules import Rule
+from stockade.policies.ruleset import DANGEROUS_RULE, READ_ONLY_RULE
 from stockade.policies.source import SourceMap
-from stockade.policies.spec import PolicyError, parse
 
 Severity = Literal["error", "warning", "info"]
 _PATH_ACTIONS = frozenset({"read", "write", "delete"})
@@ -81,12 +82,27 @@ def lint_text(text: str, *, source: str = "<text>") -> list[Finding]:
             ("dangerous_commands", "effect"),
             "dangerous commands are allowed: rm -rf, sudo and curl | sh run without a word",
         )
+    if spec.host_files.mode == "allow":
+        add(
+            "warning",
+            ("host_files", "mode"),
+            "raw host-file tools run on host paths, outside the sandbox, without a warning on "
+            'any call; keep mode = "warn" so every call is logged, or deny their paths by rules',
+        )
     if spec.process.network and not spec.process.require_isolation:
         add(
             "info",
             ("process", "network"),
             "commands may reach the network; consider require_isolation = true so that "
-            "nothing runs without bubblewrap",
+            "no command runs without bubblewrap",
+        )
+    if spec.process.require_isolation:
+        add(
+            "info",
+            ("process", "require_isolation"),
+            "commands are denied on machines without bubblewrap (or where unprivileged user "
+            "namespaces are off): they run only isolated"
+            + ("; in shadow mode they run anyway, with a warning" if spec.shadow else ""),
         )
     for role, members in spec.roles.items():
         if role in members:

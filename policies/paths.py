@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import unicodedata
 
+from stockade.errors import StockadeError
+
 WORKSPACE = "/workspace"
 
 
-class PathSpellingError(ValueError):
+class PathSpellingError(StockadeError, ValueError):
     """A path that cannot name any file: empty, or containing a NUL byte."""
 
 
@@ -65,3 +67,11 @@ def ancestors(path: str) -> list[str]:
     if path != "/":
         found.append(path)
     return found
+
+
+def within(path: str, folders: tuple[str, ...]) -> bool:
+    """Whether canonical ``path`` is one of the canonical ``folders`` or lies below one."""
+    for folder in folders:
+        if path == folder or folder == "/" or path.startswith(folder + "/"):
+            return True
+    return False

@@ -5,70 +5,70 @@
                                      paths=[("/workspace/.env", "write")]))
     print(decision.explain())
 
-How a request is decided: every atom of it (the call, each path, the command) gets the
-first-matching rule's effect, or the default; the strictest atom decides the request; a tool's own
-dangerous paths can only make it stricter; in shadow mode a denial becomes a warning that says
-what would have been denied. Decisions are cached per request (requests are hashable).
+How a request is decided: a command that a policy requiring isolation would run unboxed is
+denied outright; otherwise every atom of it (the call, each path, the command) gets the
+first-matching rule's effect, or the default, and the strictest atom decides the request. Paths
+in the request's private folders are not atoms: nothing else can see them. A tool's own
+dangerous paths and the dangerous-command list can only make a decision stricter; in shadow mode
+a denial becomes a warning that says what would have been denied. Decisions are cached per
+request (requests are hashable). What an "ask" becomes when nobody can answer is `unanswered`.
 """
 
 from __future__ import annotations
 
-import json
 import tomllib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import casbin
-
-from stockade.policies.compiled import CompiledRules
-from stockade.policies.dangerous import dangerous_patterns
-from stockade.policies.dangerous_commands import BUILT_IN_IDS, DangerousCommands, dangerous_commands
-from stockade.policies.decision import Decision, Effect, strictest
-from stockade.policies.globs import NamePattern, PathSpec, path_spec
-from stockade.policies.oracle import (
+from stockade.policies.casbin_enforcer import (
     CasbinMatcher,
     dangerous_commands_line,
-    decode_field,
     grouping_lines,
     lines_from_enforcer,
     new_enforcer,
     policy_lines,
+    spec_from_lines,
 )
-from stockade.policies.paths import PathSpellingError, canonical, fold
+from stockade.policies.compiled import CompiledRules
+from stockade.policies.dangerous import dangerous_patterns
+from stockade.policies.decision import Decision, Effect, strictest
+from stockade.policies.globs import PathSpec, path_spec
+from stockade.policies.limits import CallLimits, Limits
+from stockade.policies.paths import PathSpellingError, canonical, fold, within
+from stockade.policies.policy_file import PolicyError, PolicySpec, ProcessSpec, parse, read
 from stockade.policies.request import Request
-from stockade.policies.rules import Atom, Rule, RuleError, compile_rule, role_closure
-from stockade.policies.shell import CommandLine, parse_command
-from stockade.policies.source import SourceMap
-from stockade.policies.spec import (
-    DangerousSpec,
-    PolicyError,
-    PolicySpec,
-    Problem,
-    ProcessSpec,
-    RuleSpec,
-    parse,
-    read,
+from stockade.policies.rules import Atom, Rule
+from stockade.policies.ruleset import (
+    DANGEROUS_COMMAND_RULE,
+    DANGEROUS_RULE,
+    HOST_FILES_RULE,
+    READ_ONLY_RULE,
+    REQUIRE_ISOLATION_REASON,
+    REQUIRE_ISOLATION_RULE,
+    compile_dangerous_commands,
+    compile_rules,
 )
+from stockade.policies.shell import CommandLine, parse_command
+
+if TYPE_CHECKING:
+    import casbin
+
+__all__ = [
+    "DANGEROUS_COMMAND_RULE",
+    "DANGEROUS_RULE",
+    "HOST_FILES_RULE",
+    "PRESETS",
+    "READ_ONLY_RULE",
+    "REQUIRE_ISOLATION_RULE",
+    "CallLimits",
+    "Policy",
+]
 
 PRESETS = ("default", "read-only", "strict", "permissive")
-READ_ONLY_RULE = "read-only-mode"
-DANGEROUS_RULE = "dangerous-path"
-DANGEROUS_COMMAND_RULE = "dangerous-command"
 _DECISION_CACHE = 8192
-
-
-@dataclass(frozen=True, slots=True)
-class CallLimits:
-    """The concurrency limits that apply to one tool called by one subject."""
-
-    global_cap: int | None
-    tool_cap: int | None
-    subject_cap: int | None
-    exclusive: bool
 
 
 class Policy:
@@ -82,15 +82,16 @@ class Policy:
         self._default_reason = f"no rule matched; the policy's default is {self.default.value}"
         self.shadow = spec.shadow
         self.read_only = spec.read_only
-        self.rules = self._compile_rules(spec, source, text)
+        self.rules = compile_rules(spec, source, text)
         self._compiled = CompiledRules(self.rules, spec.roles)
         self._dangerous_effect = Effect(spec.dangerous_paths.effect)
         self._decide_cached = lru_cache(maxsize=_DECISION_CACHE)(self.decide_uncached)
         self._tool_dangers = lru_cache(maxsize=256)(_tool_danger_spec)
-        self._dangerous_commands = self._compile_dangerous_commands(spec, source, text)
+        self._dangerous_commands = compile_dangerous_commands(spec, source, text)
         self._dangerous_command_effect = Effect(spec.dangerous_commands.effect)
         self._parse = lru_cache(maxsize=1024)(parse_command)
-        self._limits: dict[tuple[str, str], CallLimits] = {}
+        self._require_isolation = spec.process.require_isolation
+        self._limits = Limits(spec.limits, spec.roles)
         self._casbin: CasbinMatcher | None = None
 
     # -- building ----------------------------------------------------------------------------
@@ -125,28 +126,24 @@ class Policy:
         default: str = "allow",
         shadow: bool = False,
         limits: Mapping[str, Any] | None = None,
+        process: Mapping[str, Any] | None = None,
+        host_files: Mapping[str, Any] | None = None,
         source: str = "<casbin>",
     ) -> Policy:
         """A policy from a casbin enforcer holding Stockade's lines (loaded by any casbin
         adapter: a CSV file, a database). What lines cannot hold (the default, shadow mode,
-        limits) is given here."""
+        limits, the ``[process]`` and ``[host_files]`` tables) is given here."""
         lines, groups = lines_from_enforcer(enforcer)
-        return cls.from_dict(
-            _spec_from_lines(lines, groups, default=default, shadow=shadow, limits=limits),
-            source=source,
+        data = spec_from_lines(
+            lines,
+            groups,
+            default=default,
+            shadow=shadow,
+            limits=limits,
+            process=process,
+            host_files=host_files,
         )
-
-    @staticmethod
-    def _compile_dangerous_commands(
-        spec: PolicySpec, source: str, text: str | None
-    ) -> DangerousCommands:
-        dangers = spec.dangerous_commands
-        try:
-            return dangerous_commands(remove=dangers.remove, extend=dangers.extend)
-        except ValueError as exc:
-            raise PolicyError(
-                "invalid policy", [_problem(source, text, ("dangerous_commands",), str(exc))]
-            ) from None
+        return cls.from_dict(data, source=source)
 
     @property
     def trusted_origins(self) -> frozenset[str]:
@@ -158,55 +155,6 @@ class Policy:
     def process(self) -> ProcessSpec:
         """How commands run under this policy: isolation required or not, network, limits."""
         return self.spec.process
-
-    @staticmethod
-    def _compile_rules(spec: PolicySpec, source: str, text: str | None) -> list[Rule]:
-        rules: list[Rule] = []
-        if spec.read_only:
-            rules.append(
-                compile_rule(
-                    RuleSpec(
-                        id=READ_ONLY_RULE,
-                        effect="deny",
-                        reason="the policy is read-only: only tools marked read-only may run",
-                        read_only_tools=False,
-                    ),
-                    0,
-                )
-            )
-        dangers = spec.dangerous_paths
-        try:
-            patterns = dangerous_patterns(
-                extend=dangers.extend, remove=dangers.remove, replace=dangers.replace
-            )
-        except ValueError as exc:
-            raise PolicyError(
-                "invalid policy", [_problem(source, text, ("dangerous_paths",), str(exc))]
-            ) from None
-        if patterns:
-            protected = RuleSpec(
-                id=DANGEROUS_RULE,
-                effect=dangers.effect,
-                reason="a protected path (credentials, hooks or tool configuration)",
-                paths=patterns,
-            )
-            try:
-                rules.append(compile_rule(protected, 1, folded=True))
-            except RuleError as exc:
-                raise PolicyError(
-                    "invalid policy", [_problem(source, text, ("dangerous_paths",), str(exc))]
-                ) from None
-        for index, rule in enumerate(spec.rules):
-            try:
-                rules.append(compile_rule(rule, 2 + index))
-            except RuleError as exc:
-                location: tuple[str | int, ...] = ("rules", index)
-                if exc.key:
-                    location = ("rules", index, exc.key)
-                raise PolicyError(
-                    "invalid policy", [_problem(source, text, location, str(exc))]
-                ) from None
-        return rules
 
     # -- deciding ----------------------------------------------------------------------------
 
@@ -220,9 +168,12 @@ class Policy:
         The same steps as `decide_with` over the compiled rules, written out without building
         atoms: this is the hot path. Commands and paths that need canonicalising take the
         general route."""
-        subject, tool, action, paths, command, read_only, dangers = request
-        if action == "execute" and command is not None:
-            return self.decide_with(self._compiled.first_match, request)
+        subject, tool, action, paths, command, read_only, dangers, isolated, private, host = request
+        if action == "execute":
+            if self._require_isolation and not isolated:
+                return self._isolation_required(command)
+            if command is not None:
+                return self.decide_with(self._compiled.first_match, request)
         for path, _ in paths:
             if not _looks_canonical(path):
                 return self.decide_with(self._compiled.first_match, request)
@@ -233,6 +184,8 @@ class Policy:
         best_action: str = action
         best_target: str | None = None
         for path, access in paths:
+            if private and within(path, private):
+                continue
             rule = compiled.first_for_path(subject, tool, access, read_only, path, fold(path))
             severity = default_severity if rule is None else rule.severity
             if severity > best_severity or (
@@ -251,6 +204,8 @@ class Policy:
             )
         if dangers:
             decision = strictest(decision, self._tool_danger(request, self.atoms(request)))
+        if host:
+            decision = strictest(decision, self._host_files(request))
         return self._shadowed(decision) if self.shadow else decision
 
     def decide_with_casbin(self, request: Request) -> Decision:
@@ -259,6 +214,8 @@ class Policy:
 
     def decide_with(self, first_match: Any, request: Request) -> Decision:
         """Decide with a given first-match function over atoms (compiled or casbin)."""
+        if request.action == "execute" and self._require_isolation and not request.isolated:
+            return self._isolation_required(request.command)
         try:
             atoms = self.atoms(request)
         except PathSpellingError as exc:
@@ -293,11 +250,14 @@ class Policy:
             best = strictest(best, self._tool_danger(request, atoms))
         if request.action == "execute" and request.command is not None:
             best = strictest(best, self._dangerous_command(request.command))
+        if request.host_paths:
+            best = strictest(best, self._host_files(request))
         return self._shadowed(best) if self.shadow else best
 
     def atoms(self, request: Request) -> list[Atom]:
-        """The parts of a request rules are matched against: the call, then each path."""
-        subject, tool, action, paths, command, read_only, _ = request
+        """The parts of a request rules are matched against: the call, then each path (those
+        in the request's private folders left out)."""
+        subject, tool, action, paths, command, read_only, _, _, private, _ = request
         # tuple.__new__ skips the named tuple's keyword handling: this runs on every decision
         extra: list[tuple[str, str]] = []
         if action == "execute" and command is not None:
@@ -314,10 +274,54 @@ class Policy:
             atoms = [_new(Atom, (subject, tool, action, read_only, None, None, None))]
         for path, access in (*paths, *extra):
             resolved = path if _looks_canonical(path) else canonical(path)
+            if private and within(resolved, private):
+                continue
             atoms.append(
                 _new(Atom, (subject, tool, access, read_only, resolved, fold(resolved), None))
             )
         return atoms
+
+    def _host_files(self, request: Request) -> Decision | None:
+        """The ``[host_files]`` table's word on a call on host paths (decided on its first
+        path, or on the call when it names none)."""
+        mode = self.spec.host_files.mode
+        if mode == "allow":
+            return None
+        action, target = (
+            (request.paths[0][1], request.paths[0][0]) if request.paths else ("call", None)
+        )
+        if mode == "warn":  # the engine logs every warned call as a WARNING when it runs
+            reason = f"{request.tool} reaches host files outside the sandbox"
+            return Decision(Effect.WARN, HOST_FILES_RULE, reason, action, target)
+        reason = (
+            'raw host file access is off ([host_files] mode = "deny"); set the mode to "warn" '
+            'or "allow" in the policy to permit it'
+        )
+        return Decision(Effect.DENY, HOST_FILES_RULE, reason, action, target)
+
+    def _isolation_required(self, command: str | None) -> Decision:
+        # before any rule: no allow rule can make an unboxed run acceptable to this policy
+        denied = Decision(
+            Effect.DENY, REQUIRE_ISOLATION_RULE, REQUIRE_ISOLATION_REASON, "execute", command
+        )
+        return self._shadowed(denied)
+
+    def unanswered(self, decision: Decision) -> Decision:
+        """What an ASK decision becomes when nobody can answer it: a denial that says approval
+        was needed; in shadow mode (``decision.shadow``) a warning that says what would have
+        been asked, since a trial rollout blocks nothing. Other decisions are returned as they
+        are."""
+        if decision.effect is not Effect.ASK:
+            return decision
+        if decision.shadow:
+            return decision._replace(
+                effect=Effect.WARN,
+                reason=f"shadow mode: would ask for approval ({decision.reason}); none configured",
+            )
+        return decision._replace(
+            effect=Effect.DENY,
+            reason=f"{decision.reason} — approval needed, and no approver is configured",
+        )
 
     def _dangerous_command(self, command: str) -> Decision | None:
         found = self._dangerous_commands.find(self._parse(command))
@@ -379,30 +383,12 @@ class Policy:
     def limits_for(self, tool: str, subject: str) -> CallLimits:
         """Concurrency limits for ``tool`` called by ``subject`` (cached). Where several
         patterns match, the smallest cap applies."""
-        key = (tool, subject)
-        found = self._limits.get(key)
-        if found is None:
-            limits = self.spec.limits
-            closure = role_closure(subject, self.spec.roles) | {"*"}
-            tool_caps = [c for p, c in limits.per_tool.items() if NamePattern(p).match(tool)]
-            subject_caps = [c for s, c in limits.per_subject.items() if s in closure]
-            found = CallLimits(
-                global_cap=limits.max_in_flight,
-                tool_cap=min(tool_caps) if tool_caps else None,
-                subject_cap=min(subject_caps) if subject_caps else None,
-                exclusive=any(NamePattern(p).match(tool) for p in limits.exclusive),
-            )
-            if len(self._limits) < 4096:
-                self._limits[key] = found
-        return found
+        return self._limits.for_call(tool, subject)
 
     @property
     def has_limits(self) -> bool:
         """Whether any concurrency limit is configured."""
-        limits = self.spec.limits
-        return bool(
-            limits.max_in_flight or limits.per_tool or limits.per_subject or limits.exclusive
-        )
+        return self._limits.configured
 
     # -- casbin ------------------------------------------------------------------------------
 
@@ -448,69 +434,3 @@ def _looks_canonical(path: str) -> bool:
 
 def _tool_danger_spec(patterns: tuple[str, ...]) -> PathSpec:
     return path_spec(dangerous_patterns(replace=patterns), folded=True)
-
-
-def _problem(
-    source: str, text: str | None, location: tuple[str | int, ...], message: str
-) -> Problem:
-    line = SourceMap(text).line(location) if text is not None else None
-    return Problem(source, line, ".".join(str(p) for p in location), message)
-
-
-def _spec_from_lines(
-    lines: Iterable[list[str]],
-    groups: Iterable[list[str]],
-    *,
-    default: str,
-    shadow: bool,
-    limits: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    rules: dict[str, dict[str, Any]] = {}
-    data: dict[str, Any] = {"default": default, "shadow": shadow, "limits": dict(limits or {})}
-    for sub, tool, act, ro, target, effect, rule_id, reason in (line[:8] for line in lines):
-        if target.startswith("danger:"):
-            data["dangerous_commands"] = {"effect": effect, **json.loads(decode_field(target[7:]))}
-            continue
-        tool, rule_id, reason = decode_field(tool), decode_field(rule_id), decode_field(reason)
-        rule = rules.setdefault(
-            rule_id,
-            {
-                "id": rule_id,
-                "effect": effect,
-                "reason": reason,
-                "subjects": [],
-                "tools": [],
-                "actions": [],
-            },
-        )
-        for key, value in (("subjects", sub), ("tools", tool), ("actions", act)):
-            if value not in rule[key]:
-                rule[key].append(value)
-        if ro != "*":
-            rule["read_only_tools"] = ro == "true"
-        kind, _, encoded = target.partition(":")
-        if kind in ("path", "ipath"):
-            rule["paths"] = json.loads(decode_field(encoded))
-        elif kind == "cmd":
-            rule["commands"] = json.loads(decode_field(encoded))
-    roles: dict[str, list[str]] = {}
-    for member, role in (g[:2] for g in groups):
-        roles.setdefault(role, []).append(member)
-    data["roles"] = roles
-    user_rules = []
-    for rule in rules.values():
-        if rule["actions"] == ["*"]:
-            rule["actions"] = []
-        if rule["id"] == READ_ONLY_RULE:
-            data["read_only"] = True
-        elif rule["id"] == DANGEROUS_RULE:
-            data["dangerous_paths"] = DangerousSpec(
-                effect=rule["effect"], replace=rule["paths"]
-            ).model_dump(exclude_defaults=False)
-        else:
-            user_rules.append(rule)
-    data.setdefault("dangerous_paths", {"replace": []})
-    # lines without the list (written by hand, or by an older Stockade) check no commands
-    data.setdefault("dangerous_commands", {"remove": list(BUILT_IN_IDS)})
-    data["rules"] = user_rules
-    return data

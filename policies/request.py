@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal, NamedTuple
 
+from stockade.policies.paths import canonical
+
 Access = Literal["read", "write", "delete"]
 Action = Literal["read", "write", "delete", "execute", "call"]
 ACCESSES: frozenset[str] = frozenset({"read", "write", "delete"})
@@ -19,6 +21,9 @@ class _RequestFields(NamedTuple):
     command: str | None = None
     read_only: bool = False
     dangerous_paths: tuple[str, ...] = ()
+    isolated: bool = False
+    private_paths: tuple[str, ...] = ()
+    host_paths: bool = False
 
 
 class Request(_RequestFields):
@@ -28,8 +33,17 @@ class Request(_RequestFields):
     tool that runs ``command``. Each entry of ``paths`` is a path the call touches and how
     (read / write / delete); the engine gives them canonical, resolved through the virtual
     filesystem. ``dangerous_paths`` are patterns the tool itself declares dangerous, on top of
-    the policy's list. A request is an immutable, hashable tuple, so decisions can be cached;
-    lists given for ``paths`` or ``dangerous_paths`` become tuples.
+    the policy's list.
+
+    ``isolated`` says the call's commands will run boxed by the process sandbox; a request that
+    does not say so is taken as not isolated, which a policy requiring isolation denies.
+    ``private_paths`` are absolute folders the call's commands have to themselves (a boxed
+    run's private ``/tmp``), made canonical: a path in one of them, or the folder itself, is not
+    judged. ``host_paths`` says the paths are host paths, reached outside the sandbox (the raw
+    host-file tools); the policy's ``[host_files]`` table then applies too.
+
+    A request is an immutable, hashable tuple, so decisions can be cached; lists given for
+    ``paths``, ``dangerous_paths`` or ``private_paths`` become tuples.
     """
 
     __slots__ = ()
@@ -43,6 +57,9 @@ class Request(_RequestFields):
         command: str | None = None,
         read_only: bool = False,
         dangerous_paths: Iterable[str] = (),
+        isolated: bool = False,
+        private_paths: Iterable[str] = (),
+        host_paths: bool = False,
     ) -> Request:
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}; use one of {', '.join(sorted(ACTIONS))}")
@@ -55,6 +72,32 @@ class Request(_RequestFields):
                 )
         if type(dangerous_paths) is not tuple:
             dangerous_paths = tuple(dangerous_paths)
+        if private_paths:
+            private_paths = tuple(_private_folder(folder) for folder in private_paths)
+        elif type(private_paths) is not tuple:
+            private_paths = ()
         return tuple.__new__(
-            cls, (subject, tool, action, paths, command, read_only, dangerous_paths)
+            cls,
+            (
+                subject,
+                tool,
+                action,
+                paths,
+                command,
+                read_only,
+                dangerous_paths,
+                isolated,
+                private_paths,
+                host_paths,
+            ),
         )
+
+
+def _private_folder(folder: str) -> str:
+    # canonical here, once, so that deciding compares plain strings; a relative folder would
+    # be taken from /workspace and silently exempt a part of it, so it is refused instead
+    if not isinstance(folder, str) or not folder.startswith("/"):
+        raise ValueError(
+            f"private path {folder!r} is not absolute; give the folder's full path, such as '/tmp'"
+        )
+    return canonical(folder)

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from stockade.policies.decision import Effect
 from stockade.policies.globs import NamePattern, PathSpec, path_spec
-from stockade.policies.spec import PolicyError, RuleSpec
+from stockade.policies.policy_file import PolicyError, RuleSpec
 
 
 class Atom(NamedTuple):

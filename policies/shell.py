@@ -15,32 +15,35 @@ string (``sh -c``, ``eval``, ``su -c``) are looked through, so the command they 
 
 Redirections are collected with how they use their target: ``>``, ``>>``, ``&>``, ``>|`` write,
 ``<`` reads, ``<>`` does both. File descriptor duplications (``2>&1``) and harmless devices
-(``/dev/null``) are not paths, nor is the run's private scratch folder ``/tmp``.
+(``/dev/null``) are not paths. Every other target is reported, ``/tmp`` included: whether a
+folder is the run's own is a fact of how the command runs, which the request tells the policy
+(``private_paths``), not of the line.
+
+The grammar itself, and the guards around it, are in `stockade.policies.bash_grammar`; how a
+word is unquoted is in `stockade.policies.words`.
 """
 
 from __future__ import annotations
 
-import codecs
 import posixpath
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Node
 
+from stockade.policies.bash_grammar import ascii_stand_in, parser, too_complex
 from stockade.policies.request import Access
-from stockade.policies.words import Word
+from stockade.policies.words import (
+    Word,
+    ansi_c,
+    has_glob,
+    join_words,
+    unescape_string,
+    unescape_word,
+)
 from stockade.policies.wrappers import unwrap
 
 WORKSPACE = "/workspace"
-SCRATCH = "/tmp"
-MAX_LINE_CHARS = 256 * 1024  # longer lines are not parsed (so never allowed)
-MAX_PIPES = 500  # more, and the line is test-parsed in a child process first
-PARSE_PROBE_S = 1.0
 MAX_DEPTH = 8  # nested `bash -c` strings and wrappers followed; deeper is opaque
 MAX_CWDS = 8  # directories a line may `cd` into that relative paths are judged against
 
@@ -51,7 +54,6 @@ HARMLESS_DEVICES = frozenset(
 )
 _FD_PATH = re.compile(r"^/dev/fd/\d+$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_GLOB_CHARS = frozenset("*?[{")
 
 _WRITE_OPERATORS = frozenset({">", ">>", ">|", "&>", "&>>"})
 _READ_OPERATORS = frozenset({"<"})
@@ -144,11 +146,6 @@ class CommandLine:
         return list(found)
 
 
-@lru_cache(maxsize=1)
-def _parser() -> Parser:
-    return Parser(Language(tree_sitter_bash.language()))
-
-
 def parse_command(text: str, *, cwd: str = WORKSPACE) -> CommandLine:
     """Parse ``text`` as bash. Never raises: what cannot be read is named in ``problems``."""
     reader = _Reader(cwd)
@@ -189,13 +186,13 @@ class _Reader:
             self.problems.append("the command line contains a NUL byte")
             return
         source = text.encode("utf-8", "surrogatepass")
-        parsed = _ascii_stand_in(text, source)
-        too_complex = _too_complex(text, parsed)
-        if too_complex is not None:
-            self.problems.append(too_complex)
+        parsed = ascii_stand_in(text, source)
+        refused = too_complex(text, parsed)
+        if refused is not None:
+            self.problems.append(refused)
             self.commands.append(SimpleCommand((), (), opaque=True, via=via))
             return
-        tree = _parser().parse(parsed)
+        tree = parser().parse(parsed)
         root = tree.root_node
         self.sources.append(source)  # node texts come from here, by byte offsets
         try:
@@ -266,7 +263,7 @@ class _Reader:
                     groups.append([child])
         for number, segment in enumerate(self.split_at_newlines(groups)):
             words = [
-                _join_words([self.word_of(piece, depth=depth, via=via) for piece in group])
+                join_words([self.word_of(piece, depth=depth, via=via) for piece in group])
                 for group in segment
             ]
             self.simple(assignments if number == 0 else [], words, depth=depth, via=via)
@@ -397,7 +394,7 @@ class _Reader:
             return ()
         else:
             paths = [_join(c, target) for c in self.cwds]
-        return tuple(dict.fromkeys(p for p in paths if not within_scratch(p)))
+        return tuple(dict.fromkeys(paths))
 
     # -- words -------------------------------------------------------------------------------
 
@@ -408,29 +405,29 @@ class _Reader:
         if kind in ("command_name", "variable_assignment"):
             parts = [self.word_of(c, depth=depth, via=via) for c in node.children]
             if kind == "variable_assignment":
-                return _join_words(parts)
-            return _join_words(parts) if parts else Word(text)
+                return join_words(parts)
+            return join_words(parts) if parts else Word(text)
         if kind == "word":
-            return Word(_unescape_word(text), pattern=_has_glob(text))
+            return Word(unescape_word(text), pattern=has_glob(text))
         if kind in ("number", "variable_name", "=", "file_descriptor"):
             return Word(text)
         if kind == "raw_string":
             return Word(text[1:-1])
         if kind == "ansi_c_string":
-            return Word(_ansi_c(text[2:-1]))
+            return Word(ansi_c(text[2:-1]))
         if kind in ("string", "translated_string"):
             parts = []
             for child in node.named_children:
                 if child.type == "string_content":
-                    parts.append(Word(_unescape_string(self.text(child))))
+                    parts.append(Word(unescape_string(self.text(child))))
                 else:
                     parts.append(self.word_of(child, depth=depth, via=via))
             if not parts:
                 return Word("")
-            joined = _join_words(parts)
+            joined = join_words(parts)
             return Word(joined.text, joined.dynamic, False)
         if kind == "concatenation":
-            return _join_words([self.word_of(c, depth=depth, via=via) for c in node.children])
+            return join_words([self.word_of(c, depth=depth, via=via) for c in node.children])
         if kind in ("command_substitution", "process_substitution", "arithmetic_expansion"):
             self.walk(node, depth=depth, via=via)
             return Word(text, dynamic=True)
@@ -445,113 +442,5 @@ class _Reader:
         return Word(text, dynamic=True)
 
 
-def within_scratch(path: str) -> bool:
-    """Whether ``path`` is in a run's own ``/tmp``: a fresh, private folder in the process
-    sandbox that nothing else sees and that is gone when the run ends, so not judged."""
-    return path == SCRATCH or path.startswith(SCRATCH + "/")
-
-
-def _too_complex(text: str, parsed: bytes) -> str | None:
-    """Why ``text`` is too big to judge, if it is (then it is not parsed, so never allowed).
-
-    The grammar's error recovery is quadratic on a long broken pipeline (1.4 s for 10,000
-    stages), and a parse cannot be interrupted. So a line with many ``|`` (rare: a heredoc or a
-    string full of them, or an attack) is first parsed in a child process with a time limit."""
-    if len(text) > MAX_LINE_CHARS:
-        return f"the command line is longer than {MAX_LINE_CHARS:,} characters; split it"
-    if text.count("|") - 2 * text.count("||") <= MAX_PIPES:
-        return None
-    try:
-        subprocess.run(
-            [sys.executable, "-c", _PARSE_PROBE],
-            input=parsed,
-            timeout=PARSE_PROBE_S,
-            check=True,
-            capture_output=True,
-        )
-    except (subprocess.SubprocessError, OSError):
-        return (
-            f"the command line has more than {MAX_PIPES} pipes and takes too long to read; split it"
-        )
-    return None
-
-
-_PARSE_PROBE = (
-    "import sys, tree_sitter, tree_sitter_bash\n"
-    "parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))\n"
-    "parser.parse(sys.stdin.buffer.read())\n"
-)
-
-
-def _ascii_stand_in(text: str, source: bytes) -> bytes:
-    """What the grammar parses: ``source`` with every non-ASCII character replaced by as many
-    ``%`` as its UTF-8 bytes. The tree-sitter bash scanner crashes the process on some code
-    points (``{\\U000FFFFF``, found by the property tests); to bash they are plain word
-    characters, as ``%`` is, and byte offsets stay those of ``source``."""
-    if text.isascii():
-        return source
-    return b"".join(
-        ch.encode() if ch.isascii() else b"%" * len(ch.encode("utf-8", "surrogatepass"))
-        for ch in text
-    )
-
-
-def _join_words(parts: list[Word]) -> Word:
-    return Word(
-        "".join(p.text for p in parts),
-        any(p.dynamic for p in parts),
-        any(p.pattern for p in parts),
-    )
-
-
 def _join(cwd: str, target: str) -> str:
     return posixpath.normpath(posixpath.join(cwd, target))
-
-
-def _has_glob(raw: str) -> bool:
-    escaped = False
-    for ch in raw:
-        if escaped:
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif ch in _GLOB_CHARS:
-            return True
-    return False
-
-
-def _unescape_word(raw: str) -> str:
-    # outside quotes a backslash keeps the next character literally; backslash-newline vanishes
-    out: list[str] = []
-    chars: Iterator[str] = iter(raw)
-    for ch in chars:
-        if ch == "\\":
-            following = next(chars, "")
-            if following != "\n":
-                out.append(following)
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def _unescape_string(raw: str) -> str:
-    # inside double quotes a backslash escapes only $ ` " \ and newline
-    out: list[str] = []
-    i = 0
-    while i < len(raw):
-        ch = raw[i]
-        if ch == "\\" and i + 1 < len(raw) and raw[i + 1] in '$`"\\\n':
-            if raw[i + 1] != "\n":
-                out.append(raw[i + 1])
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def _ansi_c(raw: str) -> str:
-    try:
-        return codecs.decode(raw.encode("latin-1", "backslashreplace"), "unicode_escape")
-    except (UnicodeDecodeError, ValueError):
-        return raw

@@ -3,7 +3,7 @@
 This package imports nothing from ``engine`` or ``policies``.
 """
 
-from stockade.sandbox.bubblewrap import isolation_available
+from stockade.sandbox.bubblewrap import BOX_PRIVATE_PATHS, Bubblewrap, isolation_available
 from stockade.sandbox.errors import (
     ExistsError,
     IsADirectoryError_,
@@ -22,6 +22,8 @@ from stockade.sandbox.process import run_process, run_process_async
 from stockade.sandbox.vfs import VirtualFS
 
 __all__ = [
+    "BOX_PRIVATE_PATHS",
+    "Bubblewrap",
     "Change",
     "ExistsError",
     "FileInfo",

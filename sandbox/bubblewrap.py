@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from stockade.sandbox.errors import SandboxError
@@ -39,6 +38,11 @@ ETC_NETWORK_FILES = (
     "pki/ca-trust",
 )  # fmt: skip
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Folders a command run under bubblewrap has to itself: each is a fresh, empty tmpfs, private
+# to the run and gone when it ends, so what a boxed command writes there reaches nothing else.
+# Public for whoever judges what a command may touch; `box` creates exactly these, so what is
+# said and what is done cannot drift apart.
+BOX_PRIVATE_PATHS: tuple[str, ...] = ("/tmp",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,28 +55,63 @@ class Box:
     warnings: tuple[str, ...]
 
 
-@lru_cache(maxsize=1)
-def bubblewrap() -> str | None:
-    """The path of a working ``bwrap``, or None: it must be installed and able to create
-    namespaces here (a container may forbid user namespaces). Checked once per process."""
-    found = shutil.which("bwrap")
-    if found is None:
-        return None
-    try:
-        probe = subprocess.run(
-            [found, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"],
-            capture_output=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return found if probe.returncode == 0 else None
+@dataclass(frozen=True, slots=True)
+class Bubblewrap:
+    """What this machine offers for boxing commands: a working bwrap, or why not.
+
+    Get one with `probe`, when it suits the caller (it blocks), and hand it to `run_process`;
+    nothing keeps the answer for the process, so a caller that wants a fresh one probes again.
+    """
+
+    executable: str | None  # the path of a bwrap that can create namespaces here
+    problem: str  # why there is none ("" when there is), e.g. "bwrap is not installed ..."
+
+    def __post_init__(self) -> None:
+        if self.executable is None and not self.problem:
+            raise SandboxError(
+                "Bubblewrap(executable=None) needs a problem saying why bubblewrap is not "
+                "available, e.g. Bubblewrap(None, 'bwrap is not installed')"
+            )
+        if self.executable is not None and self.problem:
+            raise SandboxError(
+                f"Bubblewrap({self.executable!r}, problem={self.problem!r}) is contradictory: "
+                "give an executable (bubblewrap works) or a problem (it does not), not both"
+            )
+
+    @property
+    def available(self) -> bool:
+        """Whether commands can run boxed here."""
+        return self.executable is not None
+
+    @classmethod
+    def probe(cls, *, timeout_s: float = 10.0) -> Bubblewrap:
+        """Look now, on ``PATH``, for a bwrap that can create namespaces here (a container may
+        forbid user namespaces). Blocking: runs bwrap once (a few ms; at most ``timeout_s``)."""
+        found = shutil.which("bwrap")
+        if found is None:
+            return cls(None, "bwrap is not installed (no bwrap on PATH)")
+        try:
+            trial = subprocess.run(
+                [found, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"],
+                capture_output=True,
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return cls(None, f"bwrap ({found}) did not finish a trial run in {timeout_s:g} s")
+        except OSError as exc:
+            return cls(None, f"bwrap ({found}) cannot be started: {exc.strerror}")
+        if trial.returncode != 0:
+            said = trial.stderr.decode("utf-8", "replace").strip().splitlines()
+            first = said[0] if said else f"its trial run exited with status {trial.returncode}"
+            return cls(None, f"bwrap cannot create namespaces here: {first}")
+        return cls(found, "")
 
 
 def isolation_available() -> bool:
-    """Whether commands can run under bubblewrap on this machine."""
-    return bubblewrap() is not None
+    """Whether commands can run under bubblewrap on this machine. Probes each time it is
+    called (runs bwrap once, a few ms): a caller that asks often should keep a `Bubblewrap`."""
+    return Bubblewrap.probe().available
 
 
 def python_folders() -> list[str]:
@@ -118,7 +157,9 @@ def box(
             argv += ["--ro-bind", folder, folder]
     for name in (*ETC_FILES, *(ETC_NETWORK_FILES if network else ())):
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    for folder in BOX_PRIVATE_PATHS:
+        argv += ["--tmpfs", folder]
     for folder in python_folders():
         argv += ["--ro-bind-try", folder, folder]
     warnings: list[str] = []

@@ -1,15 +1,18 @@
 """Why the sandbox refused or failed: every error names the logical path and what to do.
 
-The error classes also derive from the matching built-in exceptions (a missing file is a
-`NotFoundError` *and* a `FileNotFoundError`), so callers can catch either way.
+Every class derives from `StockadeError`, and also from the matching built-in exception (a
+missing file is a `NotFoundError`, a `StockadeError` *and* a `FileNotFoundError`), so callers
+can catch either way.
 """
 
 from __future__ import annotations
 
 import errno
 
+from stockade.errors import StockadeError
 
-class SandboxError(Exception):
+
+class SandboxError(StockadeError):
     """Base of every error the sandbox raises on purpose. ``path`` is the logical path."""
 
     def __init__(self, message: str, path: str | None = None) -> None:

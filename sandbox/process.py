@@ -10,10 +10,11 @@ One run, start to end:
    files, no network unless asked), under ``prlimit`` for the per-process kernel limits; its
    environment is an allow-list (``PATH``, ``HOME``, ``LANG`` ...) plus what the caller gives,
    never the host's.
-2. One loop waits on the process's pidfd and its output pipes at once, so it wakes when the
-   process exits, when output arrives, at the deadline, or when the tree is due for a look:
-   psutil sums the tree's resident memory, CPU time and process count, and the tree is killed
-   past a limit. Output past the limit is read and dropped (a full pipe would stall the command).
+2. One loop (``sandbox.watch``) waits on the process's pidfd and its output pipes at once, so
+   it wakes when the process exits, when output arrives, at the deadline, or when the tree is
+   due for a look: psutil sums the tree's resident memory, CPU time and process count, and the
+   tree is killed past a limit. Output past the limit is read and dropped (a full pipe would
+   stall the command).
 3. On any limit, timeout or cancellation, the whole tree is killed (``sandbox.tree``): its
    process group, every process seen in it, its pids control group where it has one (which
    also bounds how many processes it may have, even for root), and under bubblewrap the PID
@@ -21,9 +22,10 @@ One run, start to end:
    exit the same cleanup runs, so a child left sleeping in the background does not outlive the
    call either.
 
-Without bubblewrap (not installed, or user namespaces forbidden) the run has the same limits
-and watching but sees the host as this user does; the result and the log say so, and a policy
-can refuse such runs (``require_isolation``).
+Whether bubblewrap works here is a `Bubblewrap` probe: the caller's, when it passes one, or
+else one made at the call. Without bubblewrap (not installed, or user namespaces forbidden) the
+run has the same limits and watching but sees the host as this user does; the result and the
+log say so and why, and a policy can refuse such runs (``require_isolation``).
 """
 
 from __future__ import annotations
@@ -36,33 +38,26 @@ import re
 import resource
 import secrets
 import select
-import selectors
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from stockade.sandbox.bubblewrap import SANDBOX_PATH, box, bubblewrap
+from stockade.sandbox.bubblewrap import SANDBOX_PATH, Bubblewrap, box
 from stockade.sandbox.cgroups import PidsGroup
 from stockade.sandbox.errors import SandboxError
-from stockade.sandbox.limits import Isolation, KilledReason, Limits, MiB, ProcessResult
+from stockade.sandbox.limits import Isolation, Limits, ProcessResult
 from stockade.sandbox.logical import normalize
-from stockade.sandbox.tree import RUN_TOKEN, ProcessTree
+from stockade.sandbox.tree import RUN_TOKEN
 from stockade.sandbox.vfs import VirtualFS
+from stockade.sandbox.watch import WatchedRun
 
 log = logging.getLogger("stockade.sandbox")
 _CHILD_PID = re.compile(rb'"child-pid"\s*:\s*(\d+)\s*[,}\n]')  # in --info-fd's report
 
-SAMPLE_S = 0.02  # how often the tree is looked at
-FIRST_SAMPLE_S = 0.01  # the first look comes sooner, so runs of a few ms get a memory figure
-CANCEL_POLL_S = 0.05
-_CHUNK = 65536
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NO_BUBBLEWRAP = "bubblewrap is not available"
 NO_ISOLATION_WARNING = (
@@ -85,13 +80,16 @@ def run_process(
     input: bytes | None = None,
     isolation: IsolationChoice = "auto",
     cancel: threading.Event | None = None,
+    bubblewrap: Bubblewrap | None = None,
 ) -> ProcessResult:
     """Run a command line (with bash) or an argv inside the sandbox and wait for it.
 
     ``cwd`` is a logical folder of a host mount of ``fs``. ``timeout`` is wall-clock seconds;
     ``cancel`` stops the run from another thread. ``isolation="auto"`` uses bubblewrap when it
-    works here and says loudly when it does not; ``"bubblewrap"`` raises SandboxError instead;
-    ``"none"`` runs with limits only. Raises SandboxError for a bad ``cwd``, ``env`` or
+    works here and says loudly, and why, when it does not; ``"bubblewrap"`` raises SandboxError
+    instead; ``"none"`` runs with limits only. ``bubblewrap`` is the caller's answer to whether
+    it works here (see `Bubblewrap.probe`); without one, ``"auto"`` and ``"bubblewrap"`` probe
+    at this call, which runs bwrap once. Raises SandboxError for a bad ``cwd``, ``env`` or
     ``timeout`` (nothing ran); everything the command does is in the result.
     """
     limits = limits or Limits()
@@ -101,15 +99,22 @@ def run_process(
     extra_env = _checked_env(env)
     cwd = normalize(cwd)
     _check_cwd(fs, cwd)
-    bwrap = bubblewrap() if isolation != "none" else None
-    if isolation == "bubblewrap" and bwrap is None:
-        raise SandboxError(
-            "isolation was required but bubblewrap is not available here: install the "
-            "'bubblewrap' package (and allow unprivileged user namespaces), or run without it"
-        )
+    if isolation == "none":
+        bwrap: str | None = None
+        unboxed = f"isolation was turned off: {NO_ISOLATION_WARNING}"
+    else:
+        machine = bubblewrap if bubblewrap is not None else Bubblewrap.probe()
+        bwrap = machine.executable
+        unboxed = f"{NO_BUBBLEWRAP}: {NO_ISOLATION_WARNING}; why: {machine.problem}"
+        if isolation == "bubblewrap" and bwrap is None:
+            raise SandboxError(
+                f"isolation was required but {NO_BUBBLEWRAP} here ({machine.problem}): install "
+                "the 'bubblewrap' package (and allow unprivileged user namespaces), or run "
+                "without it"
+            )
     with contextlib.ExitStack() as cleanup:
         token = secrets.token_hex(8)
-        prlimit = shutil.which("prlimit")
+        prlimit = _prlimit()
         warnings: list[str] = []
         info_fd: int | None = None
         if bwrap is not None:
@@ -120,14 +125,13 @@ def run_process(
             warnings += boxed.warnings
             argv = [*boxed.argv, *_limited(prlimit, limits, boxed=True), *command]
             host_cwd: str | None = None
-            home = "/tmp"
+            home = "/tmp"  # one of BOX_PRIVATE_PATHS: the run's own, and gone after it
             used: Isolation = "bubblewrap"
         else:
             host_cwd = str(fs.host_path(cwd))
-            why = "isolation was turned off" if isolation == "none" else NO_BUBBLEWRAP
-            warnings.append(f"{why}: {NO_ISOLATION_WARNING}")
+            warnings.append(unboxed)
             if isolation == "auto":
-                log.warning("%s: %s: %s", why, NO_ISOLATION_WARNING, _shown(command))
+                log.warning("%s: %s", unboxed, _shown(command))
             home = tempfile.mkdtemp(prefix="stockade-home-")
             cleanup.callback(shutil.rmtree, home, ignore_errors=True)
             argv = [*_limited(prlimit, limits, boxed=False), *command]
@@ -151,7 +155,7 @@ def run_process(
             **extra_env,
             RUN_TOKEN: token,
         }
-        run = _Run(
+        run = WatchedRun(
             argv,
             environment,
             host_cwd,
@@ -183,9 +187,11 @@ async def run_process_async(
     env: Mapping[str, str] | None = None,
     input: bytes | None = None,
     isolation: IsolationChoice = "auto",
+    bubblewrap: Bubblewrap | None = None,
 ) -> ProcessResult:
-    """`run_process` from async code. Cancelling the awaiting task kills the process tree, and
-    the cancellation propagates only once the tree is gone."""
+    """`run_process` from async code (a probe it makes runs in the worker thread, not on the
+    event loop). Cancelling the awaiting task kills the process tree, and the cancellation
+    propagates only once the tree is gone."""
     cancel = threading.Event()
     loop = asyncio.get_running_loop()
     future = loop.run_in_executor(
@@ -201,6 +207,7 @@ async def run_process_async(
             input=input,
             isolation=isolation,
             cancel=cancel,
+            bubblewrap=bubblewrap,
         ),
     )
     try:
@@ -210,271 +217,6 @@ async def run_process_async(
         with contextlib.suppress(Exception):
             await future
         raise
-
-
-# -- the run -----------------------------------------------------------------------------------
-
-
-@dataclass
-class _Stream:
-    keep: int
-    data: bytearray = field(default_factory=bytearray)
-    total: int = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.keep - len(self.data)
-        if room > 0:
-            self.data += chunk[:room]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.data)
-
-    def text(self) -> str:
-        return bytes(self.data).decode("utf-8", "replace")
-
-
-@dataclass
-class _Outcome:
-    status: int
-    cpu_s: float
-    stdout: _Stream
-    stderr: _Stream
-    killed: KilledReason | None
-    peak_rss: int
-    duration_s: float
-    left_running: int
-
-    def result(
-        self, isolation: Isolation, network: bool, warnings: tuple[str, ...]
-    ) -> ProcessResult:
-        exit_code: int | None = None
-        ended_by: int | None = None
-        if os.WIFSIGNALED(self.status):
-            ended_by = os.WTERMSIG(self.status)
-        else:
-            exit_code = os.WEXITSTATUS(self.status)
-            if exit_code > 128 and exit_code - 128 in _SIGNALS:
-                ended_by = exit_code - 128  # a shell's or bubblewrap's way to say a signal
-        killed = self.killed
-        if killed is None and ended_by == signal.SIGXCPU:
-            killed = "cpu"  # the kernel's CPU limit
-        elif killed is None and ended_by == signal.SIGXFSZ:
-            killed = "file_size"  # the kernel's file-size limit (Python ignores it: EFBIG)
-        notes = list(warnings)
-        if self.left_running and self.killed is None:
-            notes.append(
-                f"{self.left_running} process(es) the command started were still running when "
-                "it ended; they were killed"
-            )
-        return ProcessResult(
-            exit_code=exit_code,
-            signal=ended_by,
-            stdout=self.stdout.text(),
-            stderr=self.stderr.text(),
-            stdout_bytes=self.stdout.total,
-            stderr_bytes=self.stderr.total,
-            truncated=self.stdout.truncated or self.stderr.truncated,
-            timed_out=self.killed == "timeout",
-            killed_reason=killed,
-            peak_rss=self.peak_rss,
-            cpu_s=round(self.cpu_s, 4),
-            duration_s=round(self.duration_s, 4),
-            isolation=isolation,
-            network=network,
-            warnings=tuple(notes),
-        )
-
-
-_SIGNALS = frozenset(s.value for s in signal.Signals)
-
-
-class _Run:
-    """One process tree from start to gone."""
-
-    def __init__(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        cwd: str | None,
-        limits: Limits,
-        timeout: float,
-        stdin: bytes | None,
-        cancel: threading.Event | None,
-        isolation: Isolation,
-        group: PidsGroup | None,
-        pass_fds: tuple[int, ...] = (),
-        argv_has_limits: bool = True,
-    ) -> None:
-        self.limits = limits
-        self.cancel = cancel
-        self.started = time.monotonic()
-        self.deadline = self.started + timeout
-        try:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,  # its own process group, killed as one
-                close_fds=True,
-                pass_fds=pass_fds,
-                # without prlimit (util-linux) the kernel limits are set between fork and exec
-                preexec_fn=None if argv_has_limits else _preexec(limits),
-            )
-        except OSError as exc:
-            raise SandboxError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
-        self.pid = self.proc.pid
-        self.tree = ProcessTree(
-            self.pid, group=group, boxed=isolation == "bubblewrap", token=env[RUN_TOKEN]
-        )
-        self.stdout = _Stream(limits.output_bytes)
-        self.stderr = _Stream(limits.output_bytes)
-        self.stdin = stdin
-        self.peak_rss = 0
-        self.cpu_seen = 0.0
-
-    def wait(self) -> _Outcome:
-        killed: KilledReason | None = None
-        selector = selectors.DefaultSelector()
-        pidfd = os.pidfd_open(self.pid)
-        try:
-            out, err = self.proc.stdout, self.proc.stderr
-            assert out is not None
-            assert err is not None
-            streams = {out.fileno(): self.stdout, err.fileno(): self.stderr}
-            for fd in streams:
-                os.set_blocking(fd, False)
-                selector.register(fd, selectors.EVENT_READ)
-            selector.register(pidfd, selectors.EVENT_READ)
-            pending_input = memoryview(self.stdin or b"")
-            if self.proc.stdin is not None:
-                os.set_blocking(self.proc.stdin.fileno(), False)
-                selector.register(self.proc.stdin.fileno(), selectors.EVENT_WRITE)
-            next_look = self.started + FIRST_SAMPLE_S
-            exited = False
-            while not exited and killed is None:
-                now = time.monotonic()
-                if now >= self.deadline:
-                    killed = "timeout"
-                    break
-                if self.cancel is not None and self.cancel.is_set():
-                    killed = "cancelled"
-                    break
-                if now >= next_look:
-                    killed = self.look()
-                    next_look = now + SAMPLE_S
-                    if killed is not None:
-                        break
-                wake = min(self.deadline, next_look) - now
-                if self.cancel is not None:
-                    wake = min(wake, CANCEL_POLL_S)
-                for key, _ in selector.select(max(0.0, wake)):
-                    if key.fd == pidfd:
-                        exited = True
-                    elif key.fd in streams:
-                        self.read(key.fd, streams[key.fd], selector)
-                    else:
-                        pending_input = self.write(pending_input, selector)
-                if self.stdout.total + self.stderr.total > self.limits.drain_bytes:
-                    killed = "output"
-            if killed is not None:
-                self.tree.kill()
-            status, cpu = self.reap()
-            left = self.tree.finish()
-            selector.unregister(pidfd)
-            if not self.drain(streams, selector):
-                # a writer still holds the output open: one that escaped every search
-                left += self.tree.finish()
-                self.drain(streams, selector)
-        finally:
-            selector.close()
-            os.close(pidfd)
-            for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-                if pipe is not None:
-                    with contextlib.suppress(OSError):
-                        pipe.close()
-        return _Outcome(
-            status=status,
-            cpu_s=max(cpu, self.cpu_seen),
-            stdout=self.stdout,
-            stderr=self.stderr,
-            killed=killed,
-            peak_rss=self.peak_rss,
-            duration_s=time.monotonic() - self.started,
-            left_running=left,
-        )
-
-    def look(self) -> KilledReason | None:
-        """Sample the tree; the limit it passed, if one."""
-        sample = self.tree.sample()
-        self.peak_rss = max(self.peak_rss, sample.rss)
-        self.cpu_seen = max(self.cpu_seen, sample.cpu_s)
-        if sample.rss > self.limits.memory_mb * MiB:
-            return "memory"
-        if sample.processes > self.limits.max_procs or sample.refused:
-            return "processes"  # past the limit, or the kernel refused a process for it
-        if sample.cpu_s > self.limits.cpu_s:
-            return "cpu"
-        return None
-
-    # -- output ------------------------------------------------------------------------------
-
-    def read(self, fd: int, stream: _Stream, selector: selectors.BaseSelector) -> None:
-        try:
-            chunk = os.read(fd, _CHUNK)
-        except BlockingIOError:
-            return
-        if not chunk:
-            selector.unregister(fd)
-            return
-        stream.add(chunk)
-
-    def write(self, pending: memoryview, selector: selectors.BaseSelector) -> memoryview:
-        stdin = self.proc.stdin
-        assert stdin is not None
-        try:
-            written = os.write(stdin.fileno(), pending[:_CHUNK]) if pending else 0
-        except BlockingIOError:
-            return pending
-        except BrokenPipeError:
-            written = len(pending)  # the command stopped reading: the rest is not wanted
-        pending = pending[written:]
-        if not pending:
-            selector.unregister(stdin.fileno())
-            stdin.close()
-        return pending
-
-    def drain(self, streams: dict[int, _Stream], selector: selectors.BaseSelector) -> bool:
-        """Read what is left in the pipes; False when a writer still held them open after
-        a short while (every writer should be dead by now: one that is not escaped)."""
-        until = time.monotonic() + 0.25
-        while any(fd in streams for fd in selector.get_map()):
-            left = until - time.monotonic()
-            if left <= 0:
-                return False
-            for key, _ in selector.select(left):
-                if key.fd in streams:
-                    self.read(key.fd, streams[key.fd], selector)
-        return True
-
-    def reap(self) -> tuple[int, float]:
-        """Wait for the first process: its status and the CPU seconds of it and everything it
-        reaped. (Its ``ru_maxrss`` is not used: a vforked child's counts the parent's memory.)"""
-        while True:
-            try:
-                _, status, usage = os.wait4(self.pid, 0)
-            except InterruptedError:
-                continue
-            except ChildProcessError:  # reaped elsewhere (not by us): nothing to report
-                return 0, 0.0
-            self.proc.returncode = (
-                -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            )
-            return status, usage.ru_utime + usage.ru_stime
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -547,15 +289,11 @@ def _limited(prlimit: str | None, limits: Limits, *, boxed: bool) -> list[str]:
     return [*argv, "--"]
 
 
-def _preexec(limits: Limits) -> Callable[[], None]:
-    pairs = limits.rlimits(processes=False)
-
-    def apply() -> None:
-        for number, soft, hard in pairs:
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(number, (soft, hard))
-
-    return apply
+def _prlimit() -> str | None:
+    """Where prlimit really is: a link to it on ``PATH`` may lie in a folder the box does not
+    show, while the file it leads to is in the system folders the box binds."""
+    found = shutil.which("prlimit")
+    return os.path.realpath(found) if found is not None else None
 
 
 def _path_with_python() -> str:

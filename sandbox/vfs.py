@@ -34,7 +34,6 @@ from stockade.sandbox.errors import (
 )
 from stockade.sandbox.host import HostBackend
 from stockade.sandbox.logical import normalize, split, within
-from stockade.sandbox.memory import MemoryBackend
 from stockade.sandbox.mounts import Change, FileInfo, Mount
 from stockade.sandbox.overlay import OverlayBackend
 
@@ -142,6 +141,10 @@ class VirtualFS:
     @staticmethod
     def _backend(mount: Mount, durable: bool) -> _Backend:
         if mount.memory:
+            # imported here, not at the top: pyfakefs brings doctest, unittest and pdb with it
+            # (some 20 ms), which a program that mounts nothing in memory should not pay for
+            from stockade.sandbox.memory import MemoryBackend
+
             return MemoryBackend(mount.prefix)
         assert mount.root is not None
         if mount.overlay:

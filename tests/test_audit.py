@@ -39,8 +39,9 @@ import orjson
 import pytest
 
 from stockade.engine import Engine, ToolCall, Toolkit, ToolResult, tool
-from stockade.engine.audit import GENESIS, AuditError, AuditLog, read_audit, verify_audit
-from stockade.engine.filetools import add_file_tools
+from stockade.engine.builtin.files import add_file_tools
+from stockade.engine.observe import AuditError, AuditLog, read_audit, verify_audit
+from stockade.engine.observe.audit_chain import GENESIS
 from stockade.policies import Policy
 from stockade.sandbox import Mount, VirtualFS
 
@@ -795,7 +796,7 @@ def test_engines_in_several_threads_share_one_log(tmp_path: Path) -> None:
 CHILD = """
 import asyncio, sys
 from stockade.engine import Engine, ToolCall, Toolkit, tool
-from stockade.engine.audit import AuditLog
+from stockade.engine.observe import AuditLog
 
 @tool(read_only=True)
 async def echo(text: str) -> str:

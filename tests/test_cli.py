@@ -271,12 +271,12 @@ def test_policy_explain_bad_input_is_a_clear_error(args: list[str], words: str) 
 
 _BROKEN = """
 import sys
-import stockade.engine.cli
+import stockade.engine.cli.demo
 
 async def broken(*args, **kwargs):
     raise LookupError("the demo script lost its steps")
 
-stockade.engine.cli.run_demo = broken  # a bug inside a command, as users would meet one
+stockade.engine.cli.demo.run_demo = broken  # a bug inside a command, as users would meet one
 sys.argv = ["stockade", *sys.argv[1:]]
 stockade.engine.cli.main()
 """

@@ -25,7 +25,8 @@ What is checked, table by table:
 6. what cannot be read statically (syntax errors, dynamic program names, dynamic payloads,
    dynamic redirect targets) is never allowed by a command allow rule;
 7. redirections that write are writes to their target path (resolved against /workspace and
-   any ``cd`` on the line); fd duplications and harmless devices are not paths;
+   any ``cd`` on the line); fd duplications and harmless devices are not paths; ``/tmp`` is a
+   path like any other, unless the request says it is the run's own (``private_paths``);
 8. the built-in dangerous-command list, its configuration, its effect, the presets and shadow
    mode.
 
@@ -48,7 +49,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from stockade.policies import Decision, Effect, Policy, PolicyError, Request
+from stockade.policies import Decision, Effect, Policy, PolicyError, Request, parse_command
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -434,6 +435,67 @@ CD_CASES = [
     # `$N` may be `../etc/passwd`: a dynamic target is unknown even under /workspace
     Case("cd-dynamic-tail", WORKSPACE_WRITER, "echo x > /workspace/$N", "deny", None),
 ]
+
+# /tmp is a path like any other to the line's reading: only the request can say that a folder
+# is the run's own (a boxed run's private /tmp), and then what is written there is not judged
+NO_TMP_WRITES = policy(
+    "allow",
+    {
+        "id": "no-tmp-writes",
+        "effect": "deny",
+        "actions": ["write"],
+        "paths": ["/tmp/**", "/tmp2/**", "/etc/**"],
+    },
+)
+
+# (id, line, (effect, rule) without private folders, (effect, rule) with /tmp private)
+PRIVATE_TMP_CASES = [
+    ("tmp-write", "echo x > /tmp/evil", ("deny", "no-tmp-writes"), ("allow", None)),
+    ("tmp-append", "make >> /tmp/build.log 2>&1", ("deny", "no-tmp-writes"), ("allow", None)),
+    ("tmp-folder-itself", "echo x > /tmp", ("deny", "no-tmp-writes"), ("allow", None)),
+    ("tmp-after-cd", "cd /tmp && echo x > evil", ("deny", "no-tmp-writes"), ("allow", None)),
+    ("tmp-in-bash-c", "bash -c 'echo x > /tmp/evil'", ("deny", "no-tmp-writes"), ("allow", None)),
+    ("tmp-lookalike", "echo x > /tmp2/x", ("deny", "no-tmp-writes"), ("deny", "no-tmp-writes")),
+    (
+        "tmp-dotted-escape",
+        "echo x > /tmp/../etc/passwd",
+        ("deny", "no-tmp-writes"),
+        ("deny", "no-tmp-writes"),
+    ),
+    (
+        "tmp-beside-another-write",
+        "echo x > /tmp/a; echo y > /etc/hosts",
+        ("deny", "no-tmp-writes"),
+        ("deny", "no-tmp-writes"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "judged", "private"),
+    [case[1:] for case in PRIVATE_TMP_CASES],
+    ids=[case[0] for case in PRIVATE_TMP_CASES],
+)
+def test_tmp_redirections_are_judged_unless_tmp_is_private(
+    line: str, judged: tuple[str, str | None], private: tuple[str, str | None]
+) -> None:
+    policy_ = compiled(NO_TMP_WRITES)
+    for request, expected in (
+        (execute(line), judged),
+        (Request("agent", "shell", "execute", command=line, private_paths=["/tmp"]), private),
+    ):
+        decision = policy_.decide(request)
+        check(decision, *expected, line)
+        assert decision == policy_.decide_with_casbin(request), line
+
+
+def test_the_parser_reports_tmp_paths_like_any_other() -> None:
+    assert parse_command("echo x > /tmp/evil").paths() == [("/tmp/evil", "write")]
+    assert parse_command("cd /tmp && cat < f").paths() == [
+        ("/workspace/f", "read"),
+        ("/tmp/f", "read"),
+    ]
+
 
 # -- 8. the dangerous-command list ---------------------------------------------------------------
 

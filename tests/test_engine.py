@@ -40,8 +40,8 @@ from stockade.engine import (
     ToolResult,
     tool,
 )
-from stockade.engine.deadline import Watchdog
-from stockade.engine.scheduler import Scheduler
+from stockade.engine.pipeline._deadline import Watchdog
+from stockade.engine.pipeline._schedule import Scheduler
 from stockade.policies import Decision, Effect
 
 FAST_RETRY = RetryPolicy(initial_delay_s=0.001)

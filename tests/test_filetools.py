@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
-from stockade.engine.filetools import MAX_READ_CHARS, add_file_tools
+from stockade.engine.builtin.files import MAX_READ_CHARS, add_file_tools
 from stockade.policies import Decision, Effect, Policy
 from stockade.sandbox import Mount, VirtualFS
 

@@ -613,9 +613,11 @@ def test_mcp_schema_shape():
             "description": "Search the web.",
             "inputSchema": SEARCH_PARAMETERS,
             "annotations": {
+                "title": "search",
                 "readOnlyHint": True,
                 "destructiveHint": False,
                 "idempotentHint": True,
+                "openWorldHint": False,
             },
         }
     ]

@@ -41,14 +41,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
-from stockade.engine.audit import AuditLog, read_audit, verify_audit
 from stockade.engine.errors import DuplicateToolError, ToolDefinitionError
-from stockade.engine.mcp_client import (
+from stockade.engine.mcp.client import (
     McpServer,
     McpServerError,
     add_mcp_server,
     tool_name,
 )
+from stockade.engine.observe import AuditLog, read_audit, verify_audit
 from stockade.policies import Effect, Policy
 from stockade.policies.policy import READ_ONLY_RULE
 

@@ -19,9 +19,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from stockade.engine import Engine, Toolkit, tool
-from stockade.engine.audit import read_audit, verify_audit
-from stockade.engine.mcp_server import McpService, annotations_of
-from stockade.engine.shelltools import add_shell_tools
+from stockade.engine.builtin.shell import add_shell_tools
+from stockade.engine.mcp.server import McpService, annotations_of
+from stockade.engine.observe import read_audit, verify_audit
 from stockade.sandbox import VirtualFS
 
 Elicit = Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]

@@ -8,6 +8,10 @@ decision is checked, the casbin reference (`decide_with_casbin`) is held to the 
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,8 @@ import casbin
 import pytest
 
 import stockade.policies
+import stockade.policies.casbin_enforcer
+from stockade.errors import StockadeError
 from stockade.policies import (
     PRESETS,
     CallLimits,
@@ -27,8 +33,11 @@ from stockade.policies import (
     lint_policy,
     lint_text,
 )
+from stockade.policies.casbin_enforcer import MODEL_TEXT, register_functions
 from stockade.policies.dangerous import DEFAULT_DANGEROUS
-from stockade.policies.oracle import MODEL_TEXT, register_functions
+from stockade.policies.globs import PatternError
+from stockade.policies.paths import PathSpellingError
+from stockade.policies.rules import RuleError
 
 ROLES = {"admins": ["alice", "ops"], "ops": ["carol"], "readers": ["bob"]}
 PRESET_DIR = Path(stockade.policies.__file__).parent / "presets"
@@ -1388,6 +1397,28 @@ def test_request_defaults() -> None:
     assert request.dangerous_paths == ()
 
 
+def test_a_request_is_not_isolated_and_has_no_private_folders_unless_told() -> None:
+    request = Request("agent", "t")
+    assert (request.isolated, request.private_paths) == (False, ())
+    told = Request("agent", "t", isolated=True, private_paths=["/tmp"])
+    assert (told.isolated, told.private_paths) == (True, ("/tmp",))
+
+
+def test_private_paths_become_a_tuple_of_canonical_folders() -> None:
+    from_list = Request("agent", "t", private_paths=["/tmp/", "/run//x/../y"])
+    from_tuple = Request("agent", "t", private_paths=("/tmp", "/run/y"))
+    assert from_list.private_paths == ("/tmp", "/run/y")
+    assert type(from_list.private_paths) is tuple
+    assert from_list == from_tuple
+    assert hash(from_list) == hash(from_tuple)
+
+
+@pytest.mark.parametrize("folder", ["tmp", "", "./tmp"])
+def test_a_relative_private_path_is_refused(folder: str) -> None:
+    with pytest.raises(ValueError, match="is not absolute; give the folder's full path"):
+        Request("agent", "t", private_paths=[folder])
+
+
 def test_unknown_action_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown action 'run'"):
         Request("agent", "t", action="run")
@@ -1538,6 +1569,36 @@ def test_compiled_and_casbin_agree(name: str) -> None:
     policy = ROUND_TRIP_POLICIES[name]()
     for request in [*casbin_round_trip_requests(), *PRESET_REQUESTS.values()]:
         assert policy.decide(request) == policy.decide_with_casbin(request), request
+
+
+def test_from_enforcer_takes_the_process_table() -> None:
+    policy = Policy.preset("permissive")
+    loaded = Policy.from_enforcer(policy.casbin().enforcer, process={"require_isolation": True})
+    assert loaded.process.require_isolation is True
+    assert decide(loaded, execute("ls")).rule == "require-isolation"
+    assert Policy.from_enforcer(policy.casbin().enforcer).process.require_isolation is False
+
+
+def test_deciding_never_imports_casbin_and_building_an_enforcer_does() -> None:
+    # casbin takes tens of milliseconds to import; a program that decides through the compiled
+    # path must not pay for it. Checked in a fresh interpreter that loads the policies package
+    # alone (the stockade package's own __init__ loads the engine too, which is not this test's)
+    root = Path(stockade.policies.casbin_enforcer.__file__).parent.parent
+    code = (
+        "import sys, types\n"
+        "package = types.ModuleType('stockade')\n"
+        f"package.__path__ = [{str(root)!r}]\n"
+        "sys.modules['stockade'] = package\n"
+        "from stockade.policies import Policy, Request\n"
+        "policy = Policy.preset('default')\n"
+        "policy.decide(Request('agent', 'shell', action='execute', command='ls > out.txt'))\n"
+        "policy.casbin_csv()\n"
+        "assert 'casbin' not in sys.modules, 'imported while deciding'\n"
+        "policy.decide_with_casbin(Request('agent', 'shell'))\n"
+        "assert 'casbin' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 # -- 12. lint --------------------------------------------------------------------------------
@@ -1705,5 +1766,287 @@ def test_lint_dangerous_commands_allowed_and_network_without_isolation() -> None
         ("warning", 3, "dangerous_commands.effect"),
         ("info", 5, "process.network"),
     ]
+    # with isolation required the network note goes, and the note on what requiring it costs
+    # takes its place
     isolated = text + "require_isolation = true\n"
-    assert [f.key for f in lint_text(isolated)] == ["dangerous_commands.effect"]
+    assert [f.key for f in lint_text(isolated)] == [
+        "dangerous_commands.effect",
+        "process.require_isolation",
+    ]
+
+
+def test_lint_warns_when_host_files_are_allowed() -> None:
+    text = 'version = 1\ndefault = "allow"\n\n[host_files]\nmode = "allow"\n'
+    findings = lint_text(text)
+    assert [(f.severity, f.line, f.key) for f in findings] == [("warning", 5, "host_files.mode")]
+    message = findings[0].message
+    assert "without a warning" in message
+    assert 'keep mode = "warn"' in message
+    assert "deny their paths by rules" in message
+    assert str(findings[0]).startswith("line 5: warning: host_files.mode: ")
+    # spelt as a dotted key or an inline table, the line is still found
+    dotted = lint_text('version = 1\n\nhost_files.mode = "allow"\n')
+    assert [(f.line, f.key) for f in dotted] == [(3, "host_files.mode")]
+    inline = lint_text('version = 1\nhost_files = { mode = "allow" }\n')
+    assert [(f.line, f.key) for f in inline] == [(2, "host_files.mode")]
+    # warn (the default) and deny say nothing; a mode that is no mode is an error
+    for mode in ("warn", "deny"):
+        assert lint_text(f'version = 1\n[host_files]\nmode = "{mode}"\n') == []
+    wrong = lint_text('version = 1\n[host_files]\nmode = "yes"\n')
+    assert [(f.severity, f.line, f.key) for f in wrong] == [("error", 3, "host_files.mode")]
+
+
+def test_lint_notes_that_require_isolation_denies_commands_without_bubblewrap() -> None:
+    text = "version = 1\n[process]\nrequire_isolation = true\n"
+    findings = lint_text(text)
+    assert [(f.severity, f.line, f.key) for f in findings] == [
+        ("info", 3, "process.require_isolation")
+    ]
+    assert "denied on machines without bubblewrap" in findings[0].message
+    assert "shadow" not in findings[0].message
+    shadowed = lint_text("version = 1\nshadow = true\n[process]\nrequire_isolation = true\n")
+    note = [f for f in shadowed if f.key == "process.require_isolation"]
+    assert len(note) == 1
+    assert "in shadow mode they run anyway, with a warning" in note[0].message
+    assert lint_text("version = 1\n[process]\nrequire_isolation = false\n") == []
+
+
+# -- 13. isolation required ------------------------------------------------------------------
+
+ISOLATION_REASON = (
+    "the policy requires isolation for commands, and bubblewrap is not available here: "
+    "install the 'bubblewrap' package (and allow unprivileged user namespaces)"
+)
+ANY_COMMAND = {"id": "any-command", "effect": "allow", "commands": ["*"]}
+NO_RM = {"id": "no-rm", "effect": "deny", "commands": ["rm *"]}
+
+
+def run(command: str | None, *, isolated: bool) -> Request:
+    return Request("agent", "shell", action="execute", command=command, isolated=isolated)
+
+
+# (require_isolation, isolated, command, expected effect and rule)
+ISOLATION_CASES = [
+    (True, False, "ls", ("deny", "require-isolation")),
+    (True, False, "rm -rf /", ("deny", "require-isolation")),
+    (True, False, None, ("deny", "require-isolation")),
+    (True, True, "ls", ("allow", "any-command")),
+    (True, True, "rm x", ("deny", "no-rm")),
+    (False, False, "ls", ("allow", "any-command")),
+    (False, False, "rm x", ("deny", "no-rm")),
+    (False, True, "ls", ("allow", "any-command")),
+]
+
+
+@pytest.mark.parametrize(
+    ("required", "isolated", "command", "expected"),
+    ISOLATION_CASES,
+    ids=[f"required={c[0]}-isolated={c[1]}-{c[2]}" for c in ISOLATION_CASES],
+)
+def test_require_isolation(
+    required: bool, isolated: bool, command: str | None, expected: tuple[str, str | None]
+) -> None:
+    policy = make_policy(NO_RM, ANY_COMMAND, process={"require_isolation": required})
+    request = run(command, isolated=isolated)
+    decision = decide(policy, request)  # compiled and casbin agree
+    assert decision == policy.decide_uncached(request)
+    assert effect_rule(decision) == expected
+
+
+def test_a_command_refused_for_isolation_names_the_rule_the_command_and_the_fix() -> None:
+    policy = make_policy(ANY_COMMAND, process={"require_isolation": True})
+    decision = decide(policy, run("git status", isolated=False))
+    assert decision == Decision(
+        Effect.DENY, "require-isolation", ISOLATION_REASON, "execute", "git status"
+    )
+
+
+def test_require_isolation_wins_over_an_allow_all_rule_and_the_default() -> None:
+    allow_everything = {"id": "everything", "effect": "allow"}
+    policy = make_policy(allow_everything, process={"require_isolation": True})
+    assert effect_rule(decide(policy, run("ls", isolated=False))) == ("deny", "require-isolation")
+
+
+def test_require_isolation_is_about_commands_only() -> None:
+    policy = make_policy(process={"require_isolation": True})
+    assert effect_rule(decide(policy, touch("/workspace/a.txt"))) == ("allow", None)
+    assert effect_rule(decide(policy, call())) == ("allow", None)
+
+
+def test_require_isolation_in_shadow_mode_is_a_warning() -> None:
+    policy = make_policy(ANY_COMMAND, shadow=True, process={"require_isolation": True})
+    decision = decide(policy, run("ls", isolated=False))
+    assert (decision.effect, decision.rule, decision.shadow) == (
+        Effect.WARN,
+        "require-isolation",
+        True,
+    )
+    assert decision.reason == f"shadow mode: would be denied ({ISOLATION_REASON})"
+
+
+def test_a_hand_made_request_is_not_isolated() -> None:
+    policy = make_policy(ANY_COMMAND, process={"require_isolation": True})
+    assert decide(policy, execute("ls")).rule == "require-isolation"
+
+
+# -- 14. private folders ---------------------------------------------------------------------
+
+NO_TMP = {"id": "no-tmp", "effect": "deny", "paths": ["/tmp/**"]}
+
+
+def in_private(path: str, *folders: str, dangerous: tuple[str, ...] = ()) -> Request:
+    return Request(
+        "agent", "tool", paths=[(path, "write")], dangerous_paths=dangerous, private_paths=folders
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "judged"),
+    [
+        ("/tmp/x", False),
+        ("/tmp", False),
+        ("/tmp/a/b/c", False),
+        ("/tmp/./x", False),  # not plainly canonical: the general route skips it too
+        ("/tmpx/y", True),
+        ("/tmp/../tmpx/y", True),
+        ("/TMP/x", True),  # folders are compared as spelt: case makes another folder
+    ],
+)
+def test_a_path_in_a_private_folder_is_not_judged(path: str, judged: bool) -> None:
+    policy = make_policy(NO_TMP, {"id": "no-tmpx", "effect": "deny", "paths": ["/tmpx/**"]})
+    decision = decide(policy, in_private(path, "/tmp"))
+    without = decide(policy, in_private(path))
+    if judged:
+        assert decision == without
+    else:
+        assert effect_rule(decision) == ("allow", None)
+
+
+def test_without_private_folders_tmp_is_judged_like_any_path() -> None:
+    policy = make_policy(NO_TMP)
+    assert effect_rule(decide(policy, in_private("/tmp/x"))) == ("deny", "no-tmp")
+
+
+def test_private_folders_leave_the_other_paths_judged() -> None:
+    policy = make_policy(NO_TMP, {"id": "no-etc", "effect": "deny", "paths": ["/etc/**"]})
+    request = Request(
+        "agent",
+        "copy",
+        paths=[("/tmp/a", "read"), ("/etc/passwd", "write")],
+        private_paths=["/tmp"],
+    )
+    decision = decide(policy, request)
+    assert (decision.effect, decision.rule, decision.target) == (
+        Effect.DENY,
+        "no-etc",
+        "/etc/passwd",
+    )
+
+
+def test_the_root_as_a_private_folder_covers_every_path() -> None:
+    policy = make_policy(NO_TMP)
+    assert effect_rule(decide(policy, in_private("/tmp/x", "/"))) == ("allow", None)
+
+
+def test_a_tools_dangerous_paths_are_not_checked_in_a_private_folder() -> None:
+    policy = make_policy()
+    assert decide(policy, in_private("/tmp/k.pem", dangerous=("*.pem",))).effect is Effect.ASK
+    private = in_private("/tmp/k.pem", "/tmp", dangerous=("*.pem",))
+    assert decide(policy, private).effect is Effect.ALLOW
+
+
+# -- 15. asks nobody answers, and answers ----------------------------------------------------
+
+ASKED = Decision(Effect.ASK, "ask-rm", "removing files", "execute", "rm x")
+
+
+def test_an_ask_nobody_can_answer_is_denied() -> None:
+    policy = make_policy()
+    assert policy.unanswered(ASKED) == Decision(
+        Effect.DENY,
+        "ask-rm",
+        "removing files — approval needed, and no approver is configured",
+        "execute",
+        "rm x",
+        False,
+    )
+
+
+def test_an_ask_nobody_can_answer_in_shadow_mode_is_a_warning() -> None:
+    policy = make_policy(shadow=True)
+    asked = ASKED._replace(shadow=True)
+    assert policy.unanswered(asked) == Decision(
+        Effect.WARN,
+        "ask-rm",
+        "shadow mode: would ask for approval (removing files); none configured",
+        "execute",
+        "rm x",
+        True,
+    )
+
+
+@pytest.mark.parametrize("effect", [Effect.ALLOW, Effect.WARN, Effect.DENY])
+@pytest.mark.parametrize("shadow", [False, True])
+def test_unanswered_leaves_a_decision_that_does_not_ask_alone(effect: Effect, shadow: bool) -> None:
+    decision = ASKED._replace(effect=effect, shadow=shadow)
+    assert make_policy().unanswered(decision) is decision
+
+
+def test_unanswered_on_a_real_ask_from_the_policy() -> None:
+    policy = make_policy({"id": "ask-rm", "effect": "ask", "commands": ["rm *"]})
+    decision = policy.unanswered(decide(policy, execute("rm x")))
+    assert (decision.effect, decision.rule, decision.target) == (Effect.DENY, "ask-rm", "rm x")
+    shadowed = make_policy({"id": "ask-rm", "effect": "ask", "commands": ["rm *"]}, shadow=True)
+    warned = shadowed.unanswered(decide(shadowed, execute("rm x")))
+    assert (warned.effect, warned.rule, warned.shadow) == (Effect.WARN, "ask-rm", True)
+
+
+@pytest.mark.parametrize(("approved", "effect"), [(True, Effect.ALLOW), (False, Effect.DENY)])
+@pytest.mark.parametrize("shadow", [False, True])
+def test_an_answered_ask_keeps_what_it_was_about(
+    approved: bool, effect: Effect, shadow: bool
+) -> None:
+    asked = ASKED._replace(shadow=shadow)
+    answered = asked.answered(approved, "answered by alice")
+    assert answered == Decision(
+        effect, "ask-rm", "removing files — answered by alice", "execute", "rm x", shadow
+    )
+
+
+# -- 16. errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "builtin"),
+    [
+        (PolicyError, ValueError),
+        (RuleError, ValueError),
+        (PathSpellingError, ValueError),
+        (PatternError, ValueError),
+    ],
+)
+def test_policy_errors_are_stockade_errors_and_keep_their_builtin_base(
+    error: type[Exception], builtin: type[Exception]
+) -> None:
+    assert issubclass(error, StockadeError)
+    assert issubclass(error, builtin)
+
+
+def test_every_exception_class_in_policies_is_a_stockade_error() -> None:
+    found = []
+    for module in pkgutil.iter_modules(stockade.policies.__path__, "stockade.policies."):
+        loaded = importlib.import_module(module.name)
+        for value in vars(loaded).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseException)
+                and value.__module__ == loaded.__name__
+            ):
+                found.append(value)
+    assert {PolicyError, RuleError, PathSpellingError, PatternError} <= set(found)
+    assert [e for e in found if not issubclass(e, StockadeError)] == []
+
+
+def test_a_bad_policy_is_caught_as_a_stockade_error() -> None:
+    with pytest.raises(StockadeError, match="unknown effect"):
+        Policy.from_dict({"rules": [{"id": "x", "effect": "maybe"}]})

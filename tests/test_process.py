@@ -18,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import os
 import secrets
+import shutil
 import socket
 import tempfile
 import threading
@@ -32,7 +34,15 @@ import psutil
 import pytest
 from support import require_bubblewrap, snapshot, until
 
-from stockade.sandbox import Mount, SandboxError, VirtualFS
+from stockade.sandbox import (
+    BOX_PRIVATE_PATHS,
+    Bubblewrap,
+    Mount,
+    SandboxError,
+    VirtualFS,
+    isolation_available,
+)
+from stockade.sandbox.bubblewrap import box
 from stockade.sandbox.cgroups import PidsGroup
 from stockade.sandbox.limits import Limits, MiB, ProcessResult
 from stockade.sandbox.process import IsolationChoice, run_process, run_process_async
@@ -375,6 +385,177 @@ def test_fallback_is_not_isolated_and_says_so_loudly(fs: VirtualFS, listener: Li
 @pytest.mark.usefixtures("needs_bubblewrap")
 def test_boxed_run_has_no_isolation_warning(fs: VirtualFS) -> None:
     assert run(fs, "bubblewrap", "true").warnings == ()
+
+
+# -- whether bubblewrap works here: the caller's probe, or one made at the call ----------------
+
+
+def bin_without_bwrap(tmp_path: Path) -> Path:
+    """A PATH folder that holds prlimit and no bwrap: a machine without bubblewrap."""
+    folder = tmp_path / "bin-without-bwrap"
+    folder.mkdir()
+    prlimit = shutil.which("prlimit")
+    if prlimit:
+        (folder / "prlimit").symlink_to(prlimit)
+    return folder
+
+
+def fake_bwrap(tmp_path: Path, script: str) -> Path:
+    """A folder holding a ``bwrap`` that runs ``script`` (sh)."""
+    folder = tmp_path / "bin-with-fake-bwrap"
+    folder.mkdir()
+    (folder / "bwrap").write_text(f"#!/bin/sh\n{script}\n")
+    (folder / "bwrap").chmod(0o755)
+    return folder
+
+
+def test_probe_without_bwrap_on_path_says_it_is_not_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(bin_without_bwrap(tmp_path)))
+    probe = Bubblewrap.probe()
+    assert not probe.available
+    assert probe.executable is None
+    assert probe.problem.startswith("bwrap is not installed")
+    assert not isolation_available()
+
+
+def test_probe_of_a_bwrap_that_cannot_make_namespaces_says_its_first_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said = "echo 'bwrap: setting up uid map: Permission denied' >&2; echo more >&2; exit 1"
+    monkeypatch.setenv("PATH", str(fake_bwrap(tmp_path, said)))
+    assert Bubblewrap.probe() == Bubblewrap(
+        None, "bwrap cannot create namespaces here: bwrap: setting up uid map: Permission denied"
+    )
+
+
+def test_probe_of_a_bwrap_that_hangs_gives_up_at_its_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(fake_bwrap(tmp_path, "exec /bin/sleep 30")))
+    started = time.monotonic()
+    probe = Bubblewrap.probe(timeout_s=0.3)
+    assert time.monotonic() - started < 5
+    assert not probe.available
+    assert "did not finish a trial run in 0.3 s" in probe.problem
+
+
+@pytest.mark.usefixtures("needs_bubblewrap")
+def test_probe_finds_the_working_bwrap() -> None:
+    assert Bubblewrap.probe() == Bubblewrap(shutil.which("bwrap"), "")
+    assert Bubblewrap.probe().available
+
+
+def test_a_bubblewrap_says_it_works_or_why_not() -> None:
+    with pytest.raises(SandboxError, match="needs a problem"):
+        Bubblewrap(None, "")
+    with pytest.raises(SandboxError, match="contradictory"):
+        Bubblewrap("/usr/bin/bwrap", "it is broken")
+
+
+@pytest.mark.usefixtures("needs_bubblewrap")
+def test_a_given_unavailable_bubblewrap_makes_auto_run_unboxed_and_say_why(
+    fs: VirtualFS, caplog: pytest.LogCaptureFixture
+) -> None:
+    # bwrap works here and PATH is untouched: a run that probed would be boxed
+    told = Bubblewrap(None, "the caller found no bwrap")
+    with caplog.at_level(logging.WARNING, logger="stockade.sandbox"):
+        result = run_process("echo ran", fs=fs, timeout=10, bubblewrap=told)
+    assert result.isolation == "none"
+    assert result.stdout == "ran\n"
+    [warning] = result.warnings
+    assert warning.startswith("bubblewrap is not available: the command ran WITHOUT isolation")
+    assert warning.endswith("; why: the caller found no bwrap")
+    assert any("why: the caller found no bwrap" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.usefixtures("needs_bubblewrap")
+async def test_a_given_bubblewrap_reaches_the_async_run(fs: VirtualFS) -> None:
+    told = Bubblewrap(None, "the caller found no bwrap")
+    result = await run_process_async("true", fs=fs, timeout=10, bubblewrap=told)
+    assert result.isolation == "none"
+    assert "why: the caller found no bwrap" in result.warnings[0]
+
+
+def test_a_given_unavailable_bubblewrap_refuses_a_run_that_requires_it(
+    fs: VirtualFS, workspace: Path
+) -> None:
+    told = Bubblewrap(None, "user namespaces are off")
+    with pytest.raises(SandboxError, match=r"isolation was required.*\(user namespaces are off\)"):
+        run_process(
+            "echo ran > ran.txt", fs=fs, timeout=10, isolation="bubblewrap", bubblewrap=told
+        )
+    assert not (workspace / "ran.txt").exists()
+
+
+@pytest.mark.usefixtures("needs_bubblewrap")
+def test_a_given_available_bubblewrap_is_the_one_used(
+    fs: VirtualFS, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PATH holds no bwrap at all: a probe would find none, so the run used the one given
+    real = shutil.which("bwrap")
+    called = tmp_path / "called-with"
+    wrapper = tmp_path / "my-bwrap"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" > {called}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_without_bwrap(tmp_path)))
+    result = run_process("echo boxed", fs=fs, timeout=10, bubblewrap=Bubblewrap(str(wrapper), ""))
+    assert result.isolation == "bubblewrap"
+    assert result.stdout == "boxed\n"
+    assert result.warnings == ()
+    assert "--unshare-user" in called.read_text()
+
+
+@pytest.mark.usefixtures("needs_bubblewrap")
+def test_box_runs_prlimit_found_through_a_link_outside_the_box(
+    fs: VirtualFS, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prlimit sets the kernel limits inside the box: found on PATH through a link in a folder
+    the box does not show, it is run by the path it leads to, which the box does show."""
+    if shutil.which("prlimit") is None:
+        pytest.skip("prlimit (util-linux) is not installed")
+    here = Bubblewrap.probe()
+    monkeypatch.setenv("PATH", str(bin_without_bwrap(tmp_path)))  # its prlimit is a link
+    result = run_process("ulimit -c; echo boxed", fs=fs, timeout=10, bubblewrap=here)
+    assert (result.isolation, result.stderr, result.stdout) == ("bubblewrap", "", "0\nboxed\n")
+
+
+@pytest.mark.usefixtures("needs_bubblewrap")
+def test_every_run_without_a_given_bubblewrap_probes_at_its_call(
+    fs: VirtualFS, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing remembers the answer for the life of the process: a change is seen at once."""
+    path = os.environ["PATH"]
+    assert run_process("true", fs=fs, timeout=10).isolation == "bubblewrap"
+    assert isolation_available()
+    monkeypatch.setenv("PATH", str(bin_without_bwrap(tmp_path)))
+    result = run_process("true", fs=fs, timeout=10)
+    assert result.isolation == "none"
+    assert "why: bwrap is not installed" in result.warnings[0]
+    assert not isolation_available()
+    monkeypatch.setenv("PATH", path)
+    assert run_process("true", fs=fs, timeout=10).isolation == "bubblewrap"
+
+
+def test_box_private_paths_are_the_folders_the_box_makes_private(workspace: Path) -> None:
+    assert BOX_PRIVATE_PATHS == ("/tmp",)
+    argv = box((Mount("/workspace", workspace),), "/workspace", network=False, executable="bwrap")
+    pairs = set(zip(argv.argv, argv.argv[1:], strict=False))
+    assert {("--tmpfs", folder) for folder in BOX_PRIVATE_PATHS} <= pairs
+
+
+@pytest.mark.usefixtures("needs_bubblewrap")
+def test_box_private_paths_start_empty_and_are_gone_after_the_run(fs: VirtualFS) -> None:
+    name = f"left-{secrets.token_hex(4)}"
+    for folder in BOX_PRIVATE_PATHS:
+        first = run(
+            fs, "bubblewrap", f"ls -A {folder}; stat -f -c %T {folder}; echo x > {folder}/{name}"
+        )
+        assert first.ok, first.stderr
+        assert first.stdout == "tmpfs\n"  # empty, and a tmpfs of its own
+        assert run(fs, "bubblewrap", f"ls -A {folder}").stdout == ""
+        assert not Path(folder, name).exists()  # nor did it reach the host's
 
 
 # -- 7. secrets --------------------------------------------------------------------------------

@@ -29,11 +29,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
-from stockade.engine.calls import ToolCall
-from stockade.engine.context import Emitter, FromContext, ToolContext
 from stockade.engine.errors import ArgumentError, ToolDefinitionError
-from stockade.engine.schema import REQUIRED, ArgumentSchema
-from stockade.engine.tool import Mode, ToolBase, compile_function, compile_tool_base, tool
+from stockade.engine.injection import Emitter, FromContext, ToolContext
+from stockade.engine.messages import ToolCall
+from stockade.engine.tools import Mode, ToolBase, compile_function, compile_tool_base, tool
+from stockade.engine.tools._signature import REQUIRED, ArgumentSchema
 
 # -- shared types ------------------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ import shutil
 import socket
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,26 +23,21 @@ import pytest
 from support import require_bubblewrap
 
 from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
-from stockade.engine.shelltools import add_shell_tools
+from stockade.engine.builtin.shell import add_shell_tools
 from stockade.policies import Effect, Policy
 from stockade.sandbox import Mount, VirtualFS
-from stockade.sandbox.bubblewrap import bubblewrap
 
 
 @pytest.fixture
-def no_bubblewrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def no_bubblewrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine without bubblewrap: PATH holds prlimit but no bwrap (nothing is faked; the
-    engine looks bwrap up on PATH like on any machine)."""
+    engine looks bwrap up on PATH like on any machine, when it probes)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     prlimit = shutil.which("prlimit")
     if prlimit:
         (bin_dir / "prlimit").symlink_to(prlimit)
     monkeypatch.setenv("PATH", str(bin_dir))
-    bubblewrap.cache_clear()
-    yield
-    monkeypatch.undo()
-    bubblewrap.cache_clear()
 
 
 def toolkit() -> Toolkit:

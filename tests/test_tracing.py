@@ -45,9 +45,9 @@ from opentelemetry.trace import StatusCode
 from support import collect, require_bubblewrap, until
 
 from stockade.engine import Engine, RetryPolicy, ToolCall, Toolkit, ToolResult, tool
-from stockade.engine.filetools import add_file_tools
-from stockade.engine.shelltools import add_shell_tools
-from stockade.engine.tracing import (
+from stockade.engine.builtin.files import add_file_tools
+from stockade.engine.builtin.shell import add_shell_tools
+from stockade.engine.observe.tracing import (
     MAX_RECORDED_CHARS,
     REDACTED,
     memory_provider,
@@ -221,8 +221,8 @@ def attrs(span: ReadableSpan) -> dict[str, Any]:
 
 def no_open_spans(engine: Engine) -> None:
     """The engine's tracer holds no span still waiting for its result (a leaked span)."""
-    assert engine._tracing is not None
-    assert engine._tracing.spans == {}
+    assert engine._observers is not None
+    assert engine._observers._tracer.spans == {}
 
 
 # -- 1 & 2. one span per call, with its attributes, for every way a call ends ------------------
@@ -1050,7 +1050,7 @@ async def test_an_engine_without_a_tracer_provider_makes_no_spans(
 ) -> None:
     provider, exporter = traced  # exists, but is not given to the engine
     engine = make_engine(None, echo, boom, countdown, nesting_tool(provider, sync=False))
-    assert engine._tracing is None
+    assert engine._observers is None
     with engine.run_span("session", agent="planner"):  # works, and is nothing
         await run(engine, "echo", text="hi")
         await run(engine, "boom")

@@ -6,10 +6,14 @@ review (changes with diffs), discard and all-or-nothing commit."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
+import pkgutil
 import re
 import shutil
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +22,8 @@ from pathlib import Path
 import pytest
 from support import snapshot, stray_temp_files
 
+import stockade.sandbox
+from stockade.errors import StockadeError
 from stockade.sandbox import (
     Change,
     ExistsError,
@@ -721,6 +727,60 @@ def test_errors_are_also_builtin_exceptions(fs: VirtualFS) -> None:
         fs.move("f", "d")
     with pytest.raises(PermissionError):
         fs.read_text("/etc/passwd")
+
+
+BUILTIN_BASES: list[tuple[type[Exception], type[Exception]]] = [
+    (SandboxError, Exception),
+    (PathEscapeError, PermissionError),
+    (ReadOnlyError, PermissionError),
+    (QuotaError, OSError),
+    (NotFoundError, FileNotFoundError),
+    (IsADirectoryError_, IsADirectoryError),
+    (NotADirectoryError_, NotADirectoryError),
+    (ExistsError, FileExistsError),
+    (NotTextError, ValueError),
+]
+
+
+@pytest.mark.parametrize(("error", "builtin"), BUILTIN_BASES, ids=lambda e: e.__name__)
+def test_each_sandbox_error_is_a_stockade_error_and_still_its_builtin(
+    error: type[Exception], builtin: type[Exception]
+) -> None:
+    raised = error("/workspace/x: what went wrong", "/workspace/x")
+    for base in (StockadeError, SandboxError, builtin):
+        with pytest.raises(base) as caught:
+            raise raised
+        assert caught.value.path == "/workspace/x"  # type: ignore[attr-defined]
+        assert str(caught.value) == "/workspace/x: what went wrong"
+
+
+def test_every_exception_class_of_the_sandbox_is_checked_above() -> None:
+    """A new error class anywhere in the sandbox must be added to BUILTIN_BASES."""
+    defined = {
+        value
+        for module in pkgutil.iter_modules(stockade.sandbox.__path__, "stockade.sandbox.")
+        for value in vars(importlib.import_module(module.name)).values()
+        if isinstance(value, type)
+        and issubclass(value, BaseException)
+        and value.__module__ == module.name
+    }
+    assert defined == {error for error, _ in BUILTIN_BASES}
+
+
+def test_pyfakefs_is_imported_with_the_first_memory_mount_not_with_the_sandbox() -> None:
+    """pyfakefs brings doctest, unittest and pdb (some 20 ms): only memory mounts need it."""
+    code = (
+        "import sys\n"
+        "import stockade.sandbox as sandbox\n"
+        "print('pyfakefs' in sys.modules)\n"
+        "sandbox.VirtualFS([sandbox.Mount('/scratch', memory=True)]).close()\n"
+        "print('pyfakefs' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
 
 
 @pytest.mark.parametrize("kind", ["host", "overlay"])

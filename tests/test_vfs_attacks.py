@@ -378,6 +378,16 @@ CASES = [
     case("OWN-name-255-bytes", "-", "write", "x" * 255, OK, after=written("x" * 255)),
     case("OWN-unicode-name-244-bytes", "-", "write", "é" * 120 + ".txt", OK,
          after=written("é" * 120 + ".txt")),
+    # short in characters, too long in bytes: an absolute path of few characters is still
+    # measured in bytes (a memory mount has no limit of its own to catch it)
+    case("OWN-unicode-name-256-bytes-absolute", "-", "write", "/workspace/" + "é" * 128, E),
+    # ---- surrogates: a name is bytes, and each file has one spelling ------------------------
+    case("OWN-lone-surrogate-write", "-", "write", "x\ud800.txt", E),
+    case("OWN-lone-surrogate-absolute-read", "-", "read", "/workspace/\udfff", E),
+    # escaped bytes that are UTF-8 spell café.txt a second way: refused, not an alias
+    case("OWN-escaped-utf8-read", "café.txt (NFC)", "read", "caf\udcc3\udca9.txt", E),
+    case("OWN-escaped-utf8-write", "café.txt (NFC)", "write", "/workspace/caf\udcc3\udca9.txt",
+         E, after=(("café.txt", "composed"),)),
     # ---- benign names -----------------------------------------------------------------------
     case("MCP-dotfile", ".env", "read", ".env", OK, "DOTFILE=1"),
     case("MCP-spaces", "my notes.txt", "read", "my notes.txt", OK, "notes with spaces"),

@@ -8,7 +8,7 @@ from concurrent.futures import CancelledError, wait
 
 import pytest
 
-from stockade.engine.workers import WorkerPool
+from stockade.engine.pipeline._workers import WorkerPool
 
 
 def test_runs_the_job_in_another_thread_and_returns_its_result() -> None:

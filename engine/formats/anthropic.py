@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from stockade.engine.calls import ToolCall, ToolResult
 from stockade.engine.content import ImageBlock, TextBlock
 from stockade.engine.errors import FormatError
+from stockade.engine.messages import ToolCall, ToolResult
 
 
 def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from stockade.engine.calls import ToolCall, ToolResult
 from stockade.engine.errors import FormatError
+from stockade.engine.messages import ToolCall, ToolResult
 
 _NOT_CALLS = frozenset({"message", "reasoning", "text", "web_search_call", "file_search_call"})
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from stockade.engine.tool import RegisteredTool
+from stockade.engine.formats.mcp import mcp_tool
+from stockade.engine.tools import RegisteredTool
 
 
 def openai_tool(tool: RegisteredTool) -> dict[str, Any]:
@@ -23,21 +24,6 @@ def openai_tool(tool: RegisteredTool) -> dict[str, Any]:
 def anthropic_tool(tool: RegisteredTool) -> dict[str, Any]:
     """Anthropic Messages ``tools`` entry."""
     return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
-
-
-def mcp_tool(tool: RegisteredTool) -> dict[str, Any]:
-    """MCP ``tools/list`` entry, with behaviour hints derived from the tool's attributes."""
-    spec = tool.spec
-    return {
-        "name": tool.name,
-        "description": tool.description,
-        "inputSchema": tool.parameters,
-        "annotations": {
-            "readOnlyHint": spec.read_only,
-            "destructiveHint": spec.destructive and not spec.read_only,
-            "idempotentHint": spec.idempotent or spec.read_only,
-        },
-    }
 
 
 RENDERERS: dict[str, Callable[[RegisteredTool], dict[str, Any]]] = {

@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from stockade.engine.calls import ToolCall, ToolResult, new_call_id
 from stockade.engine.errors import FormatError
+from stockade.engine.messages import ToolCall, ToolResult, new_call_id
 
 if TYPE_CHECKING:
-    from stockade.engine.tool import RegisteredTool
-    from stockade.engine.toolkit import Toolkit
+    from stockade.engine.tools import RegisteredTool
+    from stockade.engine.tools.catalog import ToolCatalog
 
 _OPEN_CALL = "<tool_call>"
 _CLOSE_CALL = "</tool_call>"
@@ -51,7 +51,7 @@ _FLOAT = re.compile(r"\A[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?\
 
 
 def parse_tool_calls(
-    text: str, *, toolkit: Toolkit | None = None, subject: str = "agent"
+    text: str, *, toolkit: ToolCatalog | None = None, subject: str = "agent"
 ) -> list[ToolCall]:
     """Every ``<tool_call>`` in a model's text, in order; text without calls gives []."""
     if not isinstance(text, str):
@@ -253,7 +253,7 @@ def render_result(result: ToolResult) -> str:
     )
 
 
-def tool_prompt(toolkit: Toolkit) -> str:
+def tool_prompt(toolkit: ToolCatalog) -> str:
     """Instructions for an XML agent: the call format, then every active tool with its
     parameters and an example, then the skills (if any)."""
     parts = [

@@ -1,0 +1,87 @@
+"""The ``stockade`` command.
+
+Exit codes scripts can rely on: 0 success, 1 the command ran but found a problem (a demo step
+that misbehaved, a bad file), 2 bad usage (typer's own), 130 interrupted. An error is one line
+on stderr; ``stockade --debug ...`` (or ``STOCKADE_DEBUG=1``) shows the traceback of an
+unexpected one and logs at debug level.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
+
+from stockade.engine import __version__
+from stockade.engine.cli.audit import audit_app
+from stockade.engine.cli.common import fail
+from stockade.engine.cli.demo import demo
+from stockade.engine.cli.policy import policy_app
+from stockade.engine.cli.run import run
+from stockade.engine.cli.serve import serve
+
+
+class _Commands(TyperGroup):
+    """The command group, which turns an unexpected exception into one line on stderr and exit
+    code 1, unless ``--debug`` asked for the traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, TyperException, KeyboardInterrupt):
+            raise  # exit codes, usage errors and Ctrl-C keep their own handling
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            fail(
+                f"unexpected {type(exc).__name__}: {exc}. This is a bug in Stockade: rerun "
+                "with `stockade --debug ...` for the traceback and report it"
+            )
+
+
+app = typer.Typer(
+    name="stockade",
+    help="A sandboxed execution engine for AI-agent tool calls.",
+    cls=_Commands,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals can hold file contents and secrets
+)
+app.add_typer(audit_app)
+app.add_typer(policy_app)
+app.command()(demo)
+app.command()(run)
+app.command()(serve)
+
+
+@app.callback()
+def _options(
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            envvar="STOCKADE_DEBUG",
+            help="Show the traceback of an unexpected error, and log at debug level.",
+        ),
+    ] = False,
+) -> None:
+    """A sandboxed execution engine for AI-agent tool calls."""
+    if debug:
+        logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
+
+
+@app.command()
+def version(
+    as_json: Annotated[bool, typer.Option("--json", help="Print it as JSON.")] = False,
+) -> None:
+    """Print Stockade's version."""
+    typer.echo(json.dumps({"version": __version__}) if as_json else __version__)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

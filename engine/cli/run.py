@@ -1,0 +1,216 @@
+"""``stockade run``: replay a transcript's tool calls through the engine.
+
+    stockade run calls.jsonl --workspace ./project --overlay        # review the diff, then apply
+    stockade run reply.json --preset permissive --approve yes --json
+
+Each call goes through the whole pipeline (policy, sandbox, audit log, traces). ``ask``
+decisions are put to the person at the terminal (``--approve ask``, the default; the answer is
+read from standard input, so a script can pipe it in), or answered ``yes`` or ``no`` for all.
+With ``--overlay`` nothing reaches the workspace until the changes, shown as a diff, are
+confirmed (or ``--apply`` is given). Ctrl-C stops the replay: what ran is in the audit log,
+which stays intact, and an overlay's changes are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from stockade.engine.cli.common import (
+    DEFAULT_STATE,
+    MountsOption,
+    PolicyOption,
+    PresetOption,
+    StateOption,
+    fail,
+    load_policy,
+)
+from stockade.engine.cli.session import Session, mounts_of, standard_toolkit
+from stockade.engine.formats.transcripts import TranscriptError, load_transcript
+from stockade.engine.messages import ToolCall, ToolResult
+from stockade.engine.observe import AuditError
+from stockade.engine.toolkit import Toolkit
+from stockade.policies import Decision, Policy
+from stockade.sandbox import Mount, SandboxError, VirtualFS
+
+INTERRUPTED = 130  # the shell's code for a run stopped by Ctrl-C
+
+
+def run(
+    transcript: Annotated[Path, typer.Argument(help="The recorded tool calls.")],
+    workspace: Annotated[
+        Path, typer.Option(help="The folder the calls work in, as /workspace.", file_okay=False)
+    ] = Path("."),
+    mounts: MountsOption = None,
+    policy_file: PolicyOption = None,
+    preset: PresetOption = None,
+    overlay: Annotated[
+        bool, typer.Option(help="Keep changes aside; apply them only once confirmed.")
+    ] = False,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="With --overlay: apply the changes without asking.")
+    ] = False,
+    approve: Annotated[
+        str, typer.Option(help="Answer 'ask' decisions: ask (the person at stdin), yes or no.")
+    ] = "ask",
+    state: StateOption = DEFAULT_STATE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+) -> None:
+    """Replay recorded tool calls (OpenAI, Anthropic, JSONL of calls, or XML) through the engine.
+    Exit 0 when every call succeeded, 1 when some did not (or the input was bad), 130 on
+    Ctrl-C."""
+    if approve not in ("ask", "yes", "no"):
+        fail(f"--approve must be ask, yes or no, not {approve!r}")
+    policy = load_policy(policy_file, preset)
+    if not workspace.is_dir():
+        fail(f"the workspace {workspace} does not exist or is not a folder; create it first")
+    if not overlay and not os.access(workspace, os.W_OK):
+        fail(f"the workspace {workspace} is not writable; use --overlay to only look")
+    toolkit = standard_toolkit()
+    try:
+        calls = load_transcript(transcript, toolkit=toolkit)
+        chosen = mounts_of(workspace, mounts or [], overlay=overlay)
+    except (TranscriptError, ValueError) as exc:
+        fail(str(exc))
+    console = Console(stderr=as_json, highlight=False)
+    replay = _Replay(toolkit, policy, workspace, chosen, overlay, approve, state, console)
+    replay.apply_without_asking = apply
+    try:
+        results = asyncio.run(replay.run(calls, transcript))
+    except KeyboardInterrupt:
+        console.print(
+            f"[bold yellow]interrupted[/]: {len(replay.results)} of {len(calls)} calls ran; "
+            + ("the overlay's changes were dropped; " if overlay else "")
+            + f"the audit log {replay.audit_path} is intact"
+        )
+        raise typer.Exit(INTERRUPTED) from None
+    except (SandboxError, AuditError, OSError) as exc:
+        fail(str(exc))
+    applied = replay.applied
+    if as_json:
+        payload = {
+            "calls": len(calls),
+            "results": [r.to_dict() for r in results],
+            "overlay": {"changes": replay.changes, "applied": applied} if overlay else None,
+            "audit": str(replay.audit_path),
+            "traces": str(replay.traces_path),
+        }
+        sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    failed = [r for r in results if r.status != "ok"]
+    console.print(
+        f"{len(results)} calls: {len(results) - len(failed)} ok, {len(failed)} not "
+        f"({', '.join(sorted({r.status for r in failed})) or 'none'}). "
+        f"Audit log: {replay.audit_path}; traces: {replay.traces_path}."
+    )
+    raise typer.Exit(1 if failed else 0)
+
+
+class _Replay:
+    """One replay: the engine, its file system and state, and what the person answered."""
+
+    def __init__(
+        self,
+        toolkit: Toolkit,
+        policy: Policy,
+        workspace: Path,
+        mounts: list[Mount],
+        overlay: bool,
+        approve: str,
+        state: Path,
+        console: Console,
+    ) -> None:
+        self.toolkit = toolkit
+        self.policy = policy
+        self.mounts = mounts
+        self.workspace = workspace
+        self.overlay = overlay
+        self.approve = approve
+        self.state = state
+        self.console = console
+        self.results: list[ToolResult] = []
+        self.changes: list[dict[str, Any]] = []
+        self.applied = False
+        self.audit_path = state / "audit.jsonl"
+        self.traces_path = state / "traces.jsonl"
+        self.apply_without_asking = False
+
+    async def run(self, calls: list[ToolCall], transcript: Path) -> list[ToolResult]:
+        session = Session(
+            self.policy,
+            self.mounts,
+            toolkit=self.toolkit,
+            state=self.state,
+            approver=self._answer,
+        )
+        async with session:  # an overlay not committed is dropped when it closes
+            engine = session.engine
+            with engine.run_span("replay", transcript=str(transcript), calls=len(calls)):
+                for number, call in enumerate(calls, start=1):
+                    result = await engine.call(call)
+                    self.results.append(result)
+                    self._progress(number, len(calls), result)
+            if self.overlay:
+                self._review(session.fs)
+        return self.results
+
+    def _progress(self, number: int, total: int, result: ToolResult) -> None:
+        style = {"ok": "green", "denied": "magenta", "timeout": "yellow"}.get(result.status, "red")
+        decision = result.decision
+        why = f" · {decision.rule}" if decision is not None and decision.rule else ""
+        detail = result.error.message if result.error is not None else result.text
+        detail = detail.replace("\n", " ")[:100]
+        self.console.print(
+            f"[dim][{number}/{total}][/] {result.tool} [{style}]{result.status}[/]{why}  {detail}"
+        )
+
+    def _answer(self, call: ToolCall, decision: Decision) -> bool:
+        if self.approve != "ask":
+            return self.approve == "yes"
+        what = _describe(call)
+        self.console.print(f"[bold]{call.name}[/] {what}\n  asks because: {decision.reason}")
+        return _confirm("Allow this call?")
+
+    def _review(self, fs: VirtualFS) -> None:
+        changes = fs.changes()
+        self.changes = [{"path": c.path, "kind": c.kind} for c in changes]
+        if not changes:
+            self.console.print("The calls changed nothing in the workspace.")
+            return
+        for change in changes:
+            self.console.print(f"[bold]{change.kind}[/] {change.path}")
+            if change.diff:
+                self.console.print(change.diff.rstrip("\n"), markup=False)
+        if self.apply_without_asking or _confirm(
+            f"Apply these {len(changes)} change(s) to {self.workspace}?"
+        ):
+            fs.commit()
+            self.applied = True
+            self.console.print(f"Applied {len(changes)} change(s) to {self.workspace}.")
+        else:
+            self.console.print("Not applied: the workspace is unchanged.")
+
+
+def _describe(call: ToolCall) -> str:
+    arguments = call.arguments
+    if isinstance(arguments, str):
+        return arguments[:200]
+    shown = {k: (v if len(str(v)) <= 80 else f"{str(v)[:80]}...") for k, v in arguments.items()}
+    return json.dumps(shown, ensure_ascii=False, default=str)
+
+
+def _confirm(question: str) -> bool:
+    """A yes/no question on stderr, answered on stdin (a pipe works too); no answer is no."""
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    if not answer:
+        sys.stderr.write("(no answer: no)\n")
+        return False
+    return answer.strip().lower() in ("y", "yes")

@@ -1,0 +1,252 @@
+"""Serve a toolkit's tools over MCP, every call through the engine.
+
+    service = McpService(engine)                 # the engine's toolkit, policy, VFS, audit, traces
+    await service.serve_stdio()                  # or: await service.serve_http(port=8765)
+
+Clients see the toolkit's *active* tools with their JSON schemas and MCP annotations derived
+from the tool attributes (`annotations_of`). A call is an `Engine.call` like any other: policy,
+sandbox, timeout, audit record and span. A denial comes back as a tool error whose text names
+the rule and the reason. An ``ask`` decision is put to the person through MCP elicitation when
+the client supports it (asked mid-call on handshake-era connections; as an
+``InputRequiredResult`` that the client answers by calling again on 2026-07-28 connections),
+and is denied otherwise. When a call changes which tools are active (the ``reset_tools`` meta
+tool), handshake-era clients are told that the tool list changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from stockade.engine import __version__
+from stockade.engine.content import ImageBlock, TextBlock
+from stockade.engine.errors import CallError, PermissionDeniedError
+from stockade.engine.formats.mcp import hints
+from stockade.engine.messages import ToolCall, ToolResult
+from stockade.engine.pipeline.engine import Engine
+from stockade.engine.tools import RegisteredTool
+from stockade.policies import Decision, Effect
+
+log = logging.getLogger("stockade.mcp")
+
+APPROVAL_KEY = "stockade_approval"  # the input request's key on 2026-07-28 connections
+_APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Allow this call",
+            "description": "Run the call once. Leave unchecked (or decline) to refuse it.",
+            "default": False,
+        }
+    },
+    "required": ["approve"],
+}
+
+
+def annotations_of(tool: RegisteredTool, *, network: bool) -> types.ToolAnnotations:
+    """MCP hints from a tool's attributes (decided in `stockade.engine.formats.mcp`)."""
+    return types.ToolAnnotations.model_validate(hints(tool, network=network))
+
+
+@dataclass(slots=True)
+class _Asking:
+    """How the call in progress can ask its person: the request's context, and on 2026-07-28
+    connections the answer the client already sent."""
+
+    ctx: ServerRequestContext[Any]
+    answer: types.ElicitResult | None
+
+
+class McpService:
+    """An MCP server (the SDK's low-level `Server`) in front of an `Engine`. ``ask`` decisions
+    of the calls it serves go to the MCP client that made them (the engine's own approver,
+    if any, is left as it is for its other callers), and one not answered within
+    ``elicit_timeout_s`` is refused."""
+
+    def __init__(
+        self, engine: Engine, *, name: str = "stockade", elicit_timeout_s: float = 300.0
+    ) -> None:
+        self.engine = engine
+        self.elicit_timeout_s = elicit_timeout_s  # a person may take a while, not for ever
+        self.server: Server[Any] = Server(
+            name,
+            version=__version__,
+            instructions=(
+                "Tools run in Stockade's sandbox: paths are under /workspace; a denied call "
+                "says which rule refused it and why."
+            ),
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+
+    # -- serving -----------------------------------------------------------------------------
+
+    async def serve_stdio(self) -> None:
+        """Serve one client over stdin and stdout until it disconnects."""
+        async with stdio_server() as (read, write):
+            await self.server.run(read, write, self.initialization_options())
+
+    async def serve_http(self, port: int, host: str = "127.0.0.1") -> None:
+        """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled (loopback by
+        default: the SDK then also refuses other Host and Origin headers)."""
+        import uvicorn  # comes with the SDK; only HTTP serving needs it
+
+        app = self.server.streamable_http_app(host=host)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        await uvicorn.Server(config).serve()
+
+    def initialization_options(self) -> Any:
+        """What the server announces: tools, whose list may change."""
+        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+
+    # -- handlers ----------------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        network = self.engine.policy.process.network
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=tool.name,
+                    description=tool.description,
+                    input_schema=tool.parameters,
+                    annotations=annotations_of(tool, network=network),
+                )
+                for tool in self.engine.toolkit.tools()
+            ]
+        )
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        call = ToolCall(name=params.name, arguments=params.arguments or {}, subject="mcp")
+        answer = (params.input_responses or {}).get(APPROVAL_KEY)
+        if params.request_state != _fingerprint(call):
+            answer = None  # an answer about some other call: ask about this one
+        if _modern(ctx) and answer is None and _can_elicit(ctx):
+            question = await self._question(call)
+            if question is not None:  # ask first; the client calls again with the answer
+                return types.InputRequiredResult(
+                    input_requests={APPROVAL_KEY: _elicit_request(question)},
+                    request_state=_fingerprint(call),
+                )
+        revision = self.engine.toolkit.revision
+        asking = _Asking(ctx, answer if isinstance(answer, types.ElicitResult) else None)
+        result = await self.engine.call(call, approver=functools.partial(self._approve, asking))
+        if self.engine.toolkit.revision != revision and not _modern(ctx):
+            try:
+                await ctx.session.send_tool_list_changed()
+            except Exception as exc:  # the client went away: the call's result still stands
+                log.warning("could not tell the client its tool list changed: %s", exc)
+        return to_mcp_result(result)
+
+    async def _question(self, call: ToolCall) -> str | None:
+        """The approval question for ``call`` when the policy would ask about it, else None."""
+        tool = self.engine.toolkit.resolve(call.name)
+        if tool is not None and tool.spec.command is not None:
+            await self.engine.isolation()  # probed off the event loop, not inside preview
+        try:
+            _, decision = self.engine.preview(call)
+        except CallError:
+            return None  # the call itself will say what is wrong
+        return _describe(call, decision) if decision.effect is Effect.ASK else None
+
+    async def _approve(self, asking: _Asking, call: ToolCall, decision: Decision) -> bool:
+        """The approver of one served call: its client answers."""
+        if asking.answer is not None:  # 2026-07-28: answered before the call came back
+            return _approved(asking.answer)
+        if not _can_elicit(asking.ctx):
+            raise PermissionDeniedError(
+                "not asked: this MCP client does not support elicitation, so nobody could "
+                "approve it; use a client that does, or a policy that allows the call"
+            )
+        if _modern(asking.ctx):  # the answer should have come with the call; it did not
+            raise PermissionDeniedError("not approved: the client sent no answer")
+        try:
+            reply = await asyncio.wait_for(
+                asking.ctx.session.elicit_form(
+                    _describe(call, decision), _APPROVAL_SCHEMA, asking.ctx.request_id
+                ),
+                self.elicit_timeout_s,
+            )
+        except TimeoutError:
+            raise PermissionDeniedError(
+                f"not approved: no answer within {self.elicit_timeout_s:g} s"
+            ) from None
+        except Exception as exc:
+            raise PermissionDeniedError(
+                f"not approved: asking the client failed ({type(exc).__name__}: {exc})"
+            ) from None
+        return _approved(reply)
+
+
+def to_mcp_result(result: ToolResult) -> types.CallToolResult:
+    """An engine result as MCP's: content blocks, and ``isError`` for every status but ok. A
+    denial's text names the rule and the reason."""
+    blocks: list[types.ContentBlock] = []
+    if result.status == "denied" and result.decision is not None:
+        rule = result.decision.rule or "default"
+        blocks.append(
+            types.TextContent(type="text", text=f"denied by rule {rule}: {result.decision.reason}")
+        )
+    elif result.error is not None:
+        blocks.append(types.TextContent(type="text", text=str(result.error)))
+    for block in result.content:
+        if isinstance(block, TextBlock):
+            blocks.append(types.TextContent(type="text", text=block.text))
+        elif isinstance(block, ImageBlock):
+            blocks.append(
+                types.ImageContent(type="image", data=block.data, mime_type=block.media_type)
+            )
+    if not blocks:
+        blocks.append(types.TextContent(type="text", text=result.text or result.status))
+    return types.CallToolResult(content=blocks, is_error=result.status != "ok")
+
+
+def _modern(ctx: ServerRequestContext[Any]) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _can_elicit(ctx: ServerRequestContext[Any]) -> bool:
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and capabilities.elicitation is not None
+
+
+def _elicit_request(question: str) -> types.ElicitRequest:
+    return types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message=question, requested_schema=_APPROVAL_SCHEMA)
+    )
+
+
+def _approved(reply: types.ElicitResult) -> bool:
+    return reply.action == "accept" and (reply.content or {}).get("approve") is True
+
+
+def _describe(call: ToolCall, decision: Decision) -> str:
+    arguments = (
+        call.arguments
+        if isinstance(call.arguments, str)
+        else json.dumps(call.arguments, ensure_ascii=False, default=str)
+    )
+    if len(arguments) > 500:
+        arguments = arguments[:500] + "..."
+    return f"Allow {call.name} {arguments}? The policy asks because: {decision.reason}"
+
+
+def _fingerprint(call: ToolCall) -> str:
+    """What an approval was asked about; the client echoes it back with its answer, which then
+    counts only for a call with the same name and arguments."""
+    text = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,195 @@
+"""The chain of an audit log's file: numbering, chaining, sealing and writing records, rotating
+the file, and finding where the chain stands when a log is opened again.
+
+`Chain` owns the file descriptor and the state of the chain, and nothing else: the `AuditLog`
+in front of it can be collected, and its finaliser still writes what is waiting (see
+``audit_log``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from stockade.errors import StockadeError
+
+log = logging.getLogger("stockade.audit")
+
+Durability = Literal["batch", "fsync"]
+GENESIS = "0" * 64
+HASH_TAIL = re.compile(rb',"hash":"([0-9a-f]{64})"\}$')
+_ROTATED = re.compile(r"\.(\d{6})$")
+_SHA256 = hashlib.sha256()  # never updated: copied for each record
+
+
+class AuditError(StockadeError):
+    """The audit log cannot be opened or written; the message names the file and what to do."""
+
+
+class Chain:
+    """One audit log file and its chain: records wait in ``pending`` (a deque: appends and pops
+    are atomic, so no lock on the hot path) and the lock makes one writer at a time own the
+    chain and the file."""
+
+    def __init__(self, path: Path, *, durability: Durability, rotate_bytes: int) -> None:
+        self.path = path
+        self.durability = durability
+        self.rotate_bytes = rotate_bytes
+        self.lock = threading.Lock()
+        self.pending: deque[Mapping[str, Any]] = deque()
+        self.closed = False
+        self.failing = False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._seq, self._prev, partial = _tail(self.path)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise AuditError(
+                f"cannot open the audit log {self.path}: {exc.strerror}; check the folder "
+                "exists and is writable, or give another path"
+            ) from None
+        self._size = os.fstat(self._fd).st_size
+        if partial is not None:
+            self._recover(partial)
+
+    def write_waiting(self) -> None:
+        """Write what is waiting now, unless closed (takes the lock)."""
+        with self.lock:
+            if self.pending and not self.closed:
+                self._write_pending()
+
+    def close(self) -> None:
+        """Write what is waiting and close the file. Safe to call twice, and from a finaliser."""
+        with self.lock:
+            if self.closed:
+                return
+            if self.pending:
+                self._write_pending()
+            self.closed = True
+            if self.pending:  # appended by another thread while the first write ran
+                self._write_pending()
+            os.close(self._fd)
+
+    def _write_pending(self) -> None:
+        """Number, chain, seal and write the waiting records as one write (lock held). Each
+        line is ``{"seq":..,"prev":..,<entry>,"hash":..}``, the hash being the sha256 of the
+        line without it; the head is formatted rather than merged into a new dict, and the
+        loop is written out, because it runs for every record."""
+        pending = self.pending
+        seq, prev = self._seq, self._prev.encode()
+        lines: list[bytes] = []
+        add, dumps, fresh = lines.append, orjson.dumps, _SHA256.copy
+        # as many as are waiting now; what others append meanwhile waits for the next write
+        for _ in range(len(pending)):
+            seq += 1
+            body = b'{"seq":%d,"prev":"%s",%s' % (
+                seq,
+                prev,
+                dumps(pending.popleft(), default=str)[1:-1],
+            )
+            digest = fresh()  # a copy of a ready sha256 is cheaper than a new one (OpenSSL 3)
+            digest.update(body)
+            digest.update(b"}")
+            prev = digest.hexdigest().encode()
+            add(b'%s,"hash":"%s"}\n' % (body, prev))
+        out = b"".join(lines)
+        try:
+            _write_all(self._fd, out)
+            if self.durability == "fsync":
+                os.fsync(self._fd)
+        except OSError as exc:
+            raise AuditError(
+                f"cannot write the audit log {self.path}: {exc.strerror}; the calls are not "
+                "recorded until it is writable again"
+            ) from None
+        self._seq, self._prev = seq, prev.decode()
+        self._size += len(out)
+        if self._size >= self.rotate_bytes:
+            self._rotate()
+
+    def _rotate(self) -> None:
+        os.close(self._fd)
+        numbers = [
+            int(m.group(1)) for p in rotated_files(self.path) if (m := _ROTATED.search(p.name))
+        ]
+        target = self.path.with_name(f"{self.path.name}.{max(numbers, default=0) + 1:06d}")
+        os.rename(self.path, target)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._size = 0
+
+    def _recover(self, partial: bytes) -> None:
+        """A half-written last line (a crash mid-write) is cut off and kept, as text, in a
+        ``recovered`` record, so the chain goes on and nothing is hidden."""
+        os.ftruncate(self._fd, self._size - len(partial))
+        self._size -= len(partial)
+        self.pending.append(
+            {
+                "kind": "recovered",
+                "time": time.time(),
+                "partial_line": partial.decode("utf-8", "replace"),
+            }
+        )
+        self._write_pending()
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _tail(path: Path) -> tuple[int, str, bytes | None]:
+    """Where the chain stands at the end of ``path`` and its rotated files: the last seq, the
+    last hash, and a half-written last line of ``path`` (a crash mid-write), if any. Raises
+    AuditError for a file that is not a Stockade audit log."""
+    partial: bytes | None = None
+    for current in reversed([*rotated_files(path), path]):
+        if not current.exists():
+            continue
+        data = _read_end(current)
+        if current == path and data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            partial, data = data[cut:], data[:cut]
+            if not partial.startswith(b'{"seq":'):
+                raise AuditError(
+                    f"{current} does not end in a Stockade audit record; it was not written "
+                    "by Stockade or was damaged: run verify_audit on it, and use another path"
+                )
+        lines = data.splitlines()
+        if not lines:
+            continue  # nothing complete here (new, or only a half line): look further back
+        try:
+            record = orjson.loads(lines[-1])
+            return int(record["seq"]), str(record["hash"]), partial
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise AuditError(
+                f"{current} does not end in a Stockade audit record; it was not written by "
+                "Stockade or was damaged: run verify_audit on it, and use another path"
+            ) from None
+    return 0, GENESIS, partial
+
+
+def _read_end(path: Path, size: int = 1 << 20) -> bytes:
+    with path.open("rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        end = handle.tell()
+        handle.seek(max(0, end - size))
+        return handle.read()
+
+
+def rotated_files(path: Path) -> list[Path]:
+    """The rotated files of ``path``, oldest first."""
+    if not path.parent.exists():
+        return []
+    found = [p for p in path.parent.glob(f"{path.name}.*") if _ROTATED.search(p.name)]
+    return sorted(found, key=lambda p: p.name)

@@ -1,0 +1,161 @@
+"""Reading an audit log back: `verify_audit` checks every record's seal and the chain between
+them, across rotated files, and `read_audit` yields the records that pass filters."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from stockade.engine.observe.audit_chain import GENESIS, HASH_TAIL, AuditError, rotated_files
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    """What `verify_audit` found. ``ok`` when every record is intact and chained; otherwise
+    ``problem`` says what and ``bad_record`` which (its line, counted across files from 1)
+    and ``bad_file``. A half-written last line is reported in ``partial_tail`` and tolerated."""
+
+    ok: bool
+    records: int
+    files: tuple[str, ...]
+    problem: str | None = None
+    bad_record: int | None = None
+    bad_file: str | None = None
+    partial_tail: bool = False
+
+    def __str__(self) -> str:
+        if self.ok:
+            tail = "; the last line was half-written (a crash) and is ignored" * self.partial_tail
+            return f"audit log intact: {self.records} records in {len(self.files)} file(s){tail}"
+        return f"audit log NOT intact: {self.problem}"
+
+
+def verify_audit(path: str | Path) -> AuditReport:
+    """Check every record's own hash and the chain between them, across rotated files."""
+    path = Path(path)
+    files = [*rotated_files(path), path] if path.exists() else rotated_files(path)
+    names = tuple(str(f) for f in files)
+    if not files:
+        return AuditReport(False, 0, (), f"no audit log at {path}", None, str(path))
+    prev = GENESIS
+    count = 0
+    for index, current in enumerate(files):
+        data = current.read_bytes()
+        lines = data.split(b"\n")
+        last_file = index == len(files) - 1
+        for number, line in enumerate(lines, start=1):
+            if number == len(lines):
+                if line and last_file:  # no newline: a half-written last record
+                    return AuditReport(True, count, names, partial_tail=True)
+                if line:
+                    return _bad(names, count + 1, current, "a half-written record inside")
+                break
+            count += 1
+            problem = _check(line, prev, count)
+            if problem is not None:
+                return _bad(names, count, current, problem)
+            prev = HASH_TAIL.search(line).group(1).decode()  # type: ignore[union-attr]
+    return AuditReport(True, count, names)
+
+
+def _check(line: bytes, prev: str, seq: int) -> str | None:
+    tail = HASH_TAIL.search(line)
+    if tail is None:
+        return "it is not a Stockade audit record (no hash at its end)"
+    body = line[: tail.start()] + b"}"
+    if hashlib.sha256(body).hexdigest() != tail.group(1).decode():
+        return "its content does not match its hash: it was edited"
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return "it is not valid JSON"
+    if record.get("prev") != prev:
+        return (
+            "it does not follow the record before it (its 'prev' is not that record's hash): "
+            "records were deleted, inserted or reordered before it"
+        )
+    if record.get("seq") != seq:
+        return f"its number is {record.get('seq')!r} where {seq} was due: records are missing"
+    return None
+
+
+def _bad(files: tuple[str, ...], record: int, current: Path, problem: str) -> AuditReport:
+    return AuditReport(
+        False, record - 1, files, f"record {record} (in {current}): {problem}", record, str(current)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFilter:
+    """What `read_audit` keeps: tool and path are shell-style globs, the others exact."""
+
+    tool: str | None = None
+    kind: str | None = None
+    effect: str | None = None
+    status: str | None = None
+    path: str | None = None
+    call_id: str | None = None
+    since: float | None = None
+    until: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def keeps(self, record: Mapping[str, Any]) -> bool:
+        """Whether ``record`` passes every condition given."""
+        if self.tool is not None and not fnmatch.fnmatchcase(str(record.get("tool")), self.tool):
+            return False
+        for key in ("kind", "effect", "status", "call_id"):
+            wanted = getattr(self, key)
+            if wanted is not None and record.get(key) != wanted:
+                return False
+        moment = record.get("time")
+        if self.since is not None and (not isinstance(moment, float) or moment < self.since):
+            return False
+        if self.until is not None and (not isinstance(moment, float) or moment > self.until):
+            return False
+        if self.path is not None:
+            paths = [p[0] for p in record.get("paths") or ()] + [record.get("path") or ""]
+            if not any(fnmatch.fnmatchcase(str(p), self.path) for p in paths if p):
+                return False
+        return all(record.get(k) == v for k, v in self.extra.items())
+
+
+def read_audit(
+    path: str | Path,
+    *,
+    tool: str | None = None,
+    kind: str | None = None,
+    effect: str | None = None,
+    status: str | None = None,
+    path_glob: str | None = None,
+    call_id: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The records of the log (rotated files first), oldest first, that pass the filters.
+    A half-written last line is skipped. Does not verify: use `verify_audit` for that."""
+    wanted = AuditFilter(tool, kind, effect, status, path_glob, call_id, since, until)
+    path = Path(path)
+    if not path.exists() and not rotated_files(path):
+        raise AuditError(f"no audit log at {path}; check the path (.stockade/audit.jsonl?)")
+    for current in [*rotated_files(path), path]:
+        if not current.exists():
+            continue
+        with current.open("rb") as handle:
+            for line in handle:
+                if not line.endswith(b"\n"):
+                    break  # a half-written last line
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(record, dict) and wanted.keeps(record):
+                    yield record
+
+
+__all__ = ["AuditFilter", "AuditReport", "read_audit", "verify_audit"]

@@ -1,0 +1,197 @@
+"""Step 6, run: a call's attempts, each under its own deadline, retried per the retry policy.
+
+One loop serves `Engine.call` and `Engine.stream`. Whatever the tool is (a coroutine function,
+a plain function run in a worker thread, a generator of either kind), an attempt runs it to the
+end and returns its value; a generator's items are turned into content as they come and, when
+the call is streamed, handed to ``deliver`` at once. A failed attempt is retried only while
+nothing has been delivered, so a consumer never sees a chunk twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import logging
+import random
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, cast
+
+from stockade.engine.content import Block, merge_blocks, to_content
+from stockade.engine.errors import ToolTimeoutError
+from stockade.engine.messages import ErrorInfo, Retry, Status
+from stockade.engine.pipeline._deadline import Watchdog
+from stockade.engine.pipeline._state import Admitted, RunFailed
+from stockade.engine.pipeline._workers import WorkerPool
+from stockade.engine.tools import Mode, RetryPolicy
+
+log = logging.getLogger("stockade.engine")
+
+Deliver = Callable[[list[Block]], None]
+
+
+class Attempts:
+    """Runs admitted calls for one engine: deadlines, retries and the worker threads."""
+
+    def __init__(self, retry: RetryPolicy, rng: random.Random, max_workers: int) -> None:
+        self.retry = retry
+        self._rng = rng
+        self._max_workers = max_workers
+        self._pool: WorkerPool | None = None
+        self._watchdog: Watchdog | None = None
+
+    def watchdog(self) -> Watchdog:
+        """The deadlines of the running event loop."""
+        loop = asyncio.get_running_loop()
+        watchdog = self._watchdog
+        if watchdog is None or watchdog.loop is not loop:
+            watchdog = self._watchdog = Watchdog(loop)
+        return watchdog
+
+    def close(self) -> None:
+        """Release the worker threads (a thread still running a tool finishes first)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    async def run(
+        self, admitted: Admitted, limit_s: float, deliver: Deliver | None = None
+    ) -> tuple[Any, int]:
+        """The value of the first attempt that succeeds, and how many attempts it took; raises
+        `RunFailed` when the last one fails, and re-raises the caller's own cancellation."""
+        watchdog = self.watchdog()
+        delivered: list[Block] | None = [] if deliver is not None else None
+        attempt = 0
+        while True:
+            attempt += 1
+            deadline = watchdog.arm(limit_s)
+            try:
+                value = await self._attempt(admitted, deliver, delivered)
+            except asyncio.CancelledError:
+                if not deadline.stop():
+                    raise
+                error: BaseException = self._timed_out(admitted, limit_s)
+            except (Exception, SystemExit) as exc:
+                deadline.stop()
+                error = exc
+            else:
+                deadline.stop()
+                if deadline.cancel_requested():
+                    # the caller was cancelled while the tool ran, and the tool swallowed the
+                    # CancelledError: deliver it anyway, cancellation must never be lost
+                    raise asyncio.CancelledError
+                return value, attempt
+            if delivered:
+                raise RunFailed(error, attempt, _status(error))
+            await self._backoff(admitted, error, attempt)
+
+    def _attempt(
+        self, admitted: Admitted, deliver: Deliver | None, delivered: list[Block] | None
+    ) -> Any:
+        """The awaitable that does one attempt's work, by how the tool runs."""
+        tool = admitted.tool
+        mode = tool.mode
+        if mode is Mode.ASYNC:
+            return tool.invoke(admitted.kwargs, admitted.ctx)
+        if mode is Mode.SYNC:
+            return self._sync(admitted)
+        if mode is Mode.ASYNC_GEN:
+            agen = tool.invoke(admitted.kwargs, admitted.ctx)
+            return _drain_async(agen, deliver, delivered)
+        if deliver is None:  # nobody waits for the items: one trip to a worker thread
+            return self.in_thread(_drain_sync, tool.invoke, admitted.kwargs, admitted.ctx)
+        gen = tool.invoke(admitted.kwargs, admitted.ctx)  # creating it runs nothing
+        return self._step_sync(gen, deliver, cast(list[Block], delivered))
+
+    async def _sync(self, admitted: Admitted) -> Any:
+        value = await self.in_thread(admitted.tool.invoke, admitted.kwargs, admitted.ctx)
+        if inspect.isawaitable(value):
+            value = await value  # a sync callable that returned a coroutine
+        return value
+
+    async def _step_sync(
+        self, gen: Iterator[Any], deliver: Deliver, delivered: list[Block]
+    ) -> list[Block]:
+        """A sync generator streamed: each step in a worker thread, each item delivered."""
+        try:
+            while True:
+                done, item = await self.in_thread(_next_or_done, gen)
+                if done:
+                    return merge_blocks(delivered)
+                blocks = to_content(item)
+                delivered.extend(blocks)
+                deliver(blocks)
+        finally:
+            await self.in_thread(getattr(gen, "close", _nothing))
+
+    def _timed_out(self, admitted: Admitted, limit_s: float) -> ToolTimeoutError:
+        if admitted.tool.mode in (Mode.SYNC, Mode.SYNC_GEN):
+            admitted.warn(
+                "the tool's worker thread was still running at the timeout; a thread cannot be "
+                "killed, so it keeps running until the tool returns"
+            )
+        return ToolTimeoutError(f"tool {admitted.tool.name!r} did not finish within {limit_s:g}s")
+
+    async def _backoff(self, admitted: Admitted, error: BaseException, attempt: int) -> None:
+        """Wait before the next attempt, or raise `RunFailed` if there is none."""
+        tool = admitted.tool
+        policy = tool.spec.retry or self.retry
+        safe = tool.spec.idempotent or tool.spec.read_only
+        if not policy.should_retry(error, attempt, safe_tool=safe):
+            raise RunFailed(error, attempt, _status(error))
+        delay = policy.delay(attempt, self._rng)
+        admitted.note().retries.append(Retry(attempt, str(ErrorInfo.of(error)), round(delay, 4)))
+        log.info(
+            "retrying %s after %s (attempt %d, waiting %.3fs)", tool.name, error, attempt, delay
+        )
+        await asyncio.sleep(delay)
+
+    def in_thread(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """``fn(*args)`` in a worker thread, with the caller's context variables."""
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = WorkerPool(self._max_workers)
+        context = contextvars.copy_context()
+        return asyncio.get_running_loop().run_in_executor(
+            pool, functools.partial(context.run, fn, *args)
+        )
+
+
+def _status(error: BaseException) -> Status:
+    return "timeout" if isinstance(error, ToolTimeoutError) else "error"
+
+
+async def _drain_async(
+    agen: AsyncIterator[Any], deliver: Deliver | None, delivered: list[Block] | None
+) -> list[Block]:
+    collected: list[Block] = delivered if delivered is not None else []
+    try:
+        async for item in agen:
+            blocks = to_content(item)
+            collected.extend(blocks)
+            if deliver is not None:
+                deliver(blocks)
+    finally:
+        aclose = getattr(agen, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    return merge_blocks(collected)
+
+
+def _drain_sync(fn: Callable[..., Any], *args: Any) -> list[Block]:
+    collected: list[Block] = []
+    for item in fn(*args):
+        collected.extend(to_content(item))
+    return merge_blocks(collected)
+
+
+def _next_or_done(gen: Iterator[Any]) -> tuple[bool, Any]:
+    try:
+        return False, next(gen)
+    except StopIteration:
+        return True, None
+
+
+def _nothing() -> None:
+    return None

@@ -1,0 +1,92 @@
+"""Step 4, decide: the policy's decision, made stricter by the tool's own permission hook, and
+an "ask" decision put to the approver.
+
+Every rule of the policy lives in the policy: what an ask nobody can answer becomes, what an
+answer makes of it, shadow mode. This step only gathers the answers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from stockade.engine.errors import PermissionDeniedError
+from stockade.engine.injection import ToolContext
+from stockade.engine.messages import ToolCall
+from stockade.engine.pipeline._state import Admitted
+from stockade.engine.tools import RegisteredTool
+from stockade.policies import Decision, Effect, Policy, Request, strictest
+
+log = logging.getLogger("stockade.engine")
+
+Approver = Callable[[ToolCall, Decision], "bool | Awaitable[bool]"]
+"""Answers "ask" decisions: ``approver(call, decision)`` returns (or resolves to) True to allow
+the call. Raising `PermissionDeniedError` refuses it with that message as the reason."""
+
+
+def decide(
+    policy: Policy,
+    tool: RegisteredTool,
+    request: Request,
+    kwargs: dict[str, Any],
+    ctx: ToolContext | None,
+) -> Decision:
+    """The policy decides; the tool's own permission hook can only make the decision
+    stricter. A hook that fails denies: a permission check never fails open."""
+    decision = policy.decide(request)
+    check = tool.permission_check
+    if check is None or ctx is None:
+        return decision
+    rule = f"{tool.name}.check_permissions"
+    try:
+        verdict = check(kwargs, ctx)
+    except Exception as exc:
+        return Decision(
+            Effect.DENY,
+            rule,
+            f"the permission check failed ({type(exc).__name__}: {exc}), so the call is denied",
+        )
+    if verdict is not None and not isinstance(verdict, Decision):
+        return Decision(
+            Effect.DENY,
+            rule,
+            f"the permission check returned {type(verdict).__name__}, not a Decision",
+        )
+    return strictest(decision, verdict)
+
+
+async def ask(admitted: Admitted, policy: Policy, approver: Approver | None) -> None:
+    """Put an "ask" decision to ``approver``; its answer becomes the call's decision (and
+    ``approval`` note). Without an approver the policy says what an unanswered ask becomes."""
+    asked = admitted.decision
+    if approver is None:
+        admitted.decision = policy.unanswered(asked)
+        if admitted.decision.effect is Effect.DENY:
+            admitted.note().approval = "refused"  # nobody could say yes
+        return
+    verdict = ""
+    try:
+        answer: object = approver(admitted.call, asked)
+        if inspect.isawaitable(answer):
+            answer = await answer
+    except PermissionDeniedError as exc:  # a refusal that says why
+        answer, verdict = False, str(exc)
+    except Exception as exc:
+        answer = False  # a failing approver refuses
+        admitted.warn(f"the approver failed ({type(exc).__name__}: {exc}); treated as a refusal")
+    approved = answer is True
+    if not verdict:
+        verdict = "approved by the approver" if approved else "refused by the approver"
+    admitted.decision = asked.answered(approved, verdict)
+    admitted.note().approval = "approved" if approved else "refused"
+
+
+def warned(admitted: Admitted) -> None:
+    """A warn decision: the call runs, and its result, audit record and log say why."""
+    reason = admitted.decision.reason
+    admitted.warn(reason)
+    log.warning(
+        "tool %s (call %s) runs with a warning: %s", admitted.tool.name, admitted.call.id, reason
+    )

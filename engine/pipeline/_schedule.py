@@ -1,0 +1,209 @@
+"""Step 5, schedule: who may run now. Concurrency-safe calls share the engine, every other call
+runs alone, and the policy's caps bound how many run at once.
+
+A first-come-first-served reader/writer lock. Shared holders run together; an exclusive holder
+runs with nobody else; a waiting exclusive call blocks later shared calls, so calls are admitted
+in the order they arrived and no exclusive call starves. The uncontended path takes no await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Sequence
+
+from stockade.engine.pipeline._deadline import Watchdog
+from stockade.engine.tools import RegisteredTool
+from stockade.policies import Policy
+
+
+class Scheduler:
+    """Admission of calls into the engine: shared or exclusive slots, first come first served."""
+
+    __slots__ = ("_exclusive", "_shared", "_waiters")
+
+    def __init__(self) -> None:
+        self._shared = 0
+        self._exclusive = False
+        self._waiters: deque[tuple[bool, asyncio.Future[None]]] = deque()
+
+    @property
+    def running(self) -> int:
+        """Calls holding a slot now."""
+        return self._shared + (1 if self._exclusive else 0)
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot."""
+        return sum(1 for _, f in self._waiters if not f.done())
+
+    def try_acquire(self, exclusive: bool) -> bool:
+        """Take a slot without waiting, if one is free and nobody is queued ahead."""
+        if self._waiters or self._exclusive:
+            return False
+        if exclusive:
+            if self._shared:
+                return False
+            self._exclusive = True
+        else:
+            self._shared += 1
+        return True
+
+    async def acquire(self, exclusive: bool) -> None:
+        """Wait for a slot. Cancellation while waiting leaves the queue as if never joined."""
+        if self.try_acquire(exclusive):
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (exclusive, future)
+        self._waiters.append(entry)
+        try:
+            await future
+        except BaseException:
+            if future.done() and not future.cancelled():
+                self.release(exclusive)  # granted just as we were cancelled: give it back
+            else:
+                with contextlib.suppress(ValueError):  # already granted and popped
+                    self._waiters.remove(entry)
+                self._wake()
+            raise
+
+    def release(self, exclusive: bool) -> None:
+        """Give a slot back and admit whoever is next."""
+        if exclusive:
+            self._exclusive = False
+        else:
+            self._shared -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters:
+            exclusive, future = self._waiters[0]
+            if future.done():
+                self._waiters.popleft()
+                continue
+            if exclusive:
+                if self._shared or self._exclusive:
+                    return
+                self._waiters.popleft()
+                self._exclusive = True
+                future.set_result(None)
+                return
+            if self._exclusive:
+                return
+            self._waiters.popleft()
+            self._shared += 1
+            future.set_result(None)
+
+
+class Gates:
+    """Caps on calls in flight, from the policy's limits: one for the whole engine, one per
+    subject, one per tool. Each cap is an `asyncio.Semaphore` created on first use; calls take
+    them always in the same order (engine, subject, tool), so no two calls can deadlock."""
+
+    __slots__ = ("_gates",)
+
+    def __init__(self) -> None:
+        self._gates: dict[str, asyncio.Semaphore] = {}
+
+    def for_call(
+        self, tool: str, subject: str, caps: tuple[int | None, int | None, int | None]
+    ) -> list[asyncio.Semaphore]:
+        """The semaphores a call must hold, in acquisition order."""
+        global_cap, subject_cap, tool_cap = caps
+        gates = []
+        for key, cap in (
+            ("*", global_cap),
+            (f"subject:{subject}", subject_cap),
+            (f"tool:{tool}", tool_cap),
+        ):
+            if cap is not None:
+                gate = self._gates.get(key)
+                if gate is None:
+                    gate = self._gates[key] = asyncio.Semaphore(cap)
+                gates.append(gate)
+        return gates
+
+
+NO_GATES: tuple[asyncio.Semaphore, ...] = ()  # what a call holds when the policy sets no caps
+
+
+class Admission:
+    """Step 5 for one engine: whether a call must run alone, which caps it must hold, and
+    waiting for them."""
+
+    __slots__ = ("gates", "has_limits", "policy", "scheduler")
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.has_limits = policy.has_limits
+        self.scheduler = Scheduler()
+        self.gates = Gates()
+
+    def exclusive(self, tool: RegisteredTool, subject: str) -> bool:
+        """Whether calls of ``tool`` must run alone: not concurrency-safe, or made exclusive by
+        the policy's limits."""
+        if not tool.spec.shares:
+            return True
+        return self.has_limits and self.policy.limits_for(tool.name, subject).exclusive
+
+    def slot(self, tool: RegisteredTool, subject: str) -> tuple[bool, Sequence[asyncio.Semaphore]]:
+        """Whether the call must run alone, and which caps it must hold."""
+        if not self.has_limits:
+            return not tool.spec.shares, NO_GATES
+        limits = self.policy.limits_for(tool.name, subject)
+        gates = self.gates.for_call(
+            tool.name, subject, (limits.global_cap, limits.subject_cap, limits.tool_cap)
+        )
+        return self.exclusive(tool, subject), gates
+
+    async def acquire(
+        self,
+        exclusive: bool,
+        gates: Sequence[asyncio.Semaphore],
+        limit_s: float,
+        watchdog: Watchdog,
+    ) -> bool:
+        """Wait for the caps and a slot, at most ``limit_s`` seconds in all. False when the time
+        ran out (nothing is held then)."""
+        if not gates and self.scheduler.try_acquire(exclusive):
+            return True
+        deadline = watchdog.arm(limit_s)
+        held: list[asyncio.Semaphore] = []
+        try:
+            for gate in gates:
+                await gate.acquire()
+                held.append(gate)
+            await self.scheduler.acquire(exclusive)
+        except asyncio.CancelledError:
+            for gate in reversed(held):
+                gate.release()
+            if deadline.stop():
+                return False
+            raise
+        deadline.stop()
+        return True
+
+    def release(self, exclusive: bool, gates: Sequence[asyncio.Semaphore]) -> None:
+        """Give back what `acquire` took."""
+        self.scheduler.release(exclusive)
+        for gate in reversed(gates):
+            gate.release()
+
+    def waited(self, tool: RegisteredTool, subject: str) -> str:
+        """What a call that timed out waiting for a slot was waiting for."""
+        if not self.has_limits:
+            return "other calls held the engine"
+        limits = self.policy.limits_for(tool.name, subject)
+        caps = [
+            f"{what} {cap}"
+            for what, cap in (
+                ("the engine's cap of", limits.global_cap),
+                (f"the cap for {subject} of", limits.subject_cap),
+                (f"the cap for {tool.name} of", limits.tool_cap),
+            )
+            if cap is not None
+        ]
+        if not caps:
+            return "other calls held the engine"
+        return "the policy's limits were reached: " + ", ".join(caps)

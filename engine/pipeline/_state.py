@@ -1,0 +1,47 @@
+"""A call in the pipeline: `Admitted`, what steps 1-4 learned and steps 5-8 read and add to, and
+`RunFailed`, how the run step reports a run that ended in failure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stockade.engine.injection import ToolContext
+from stockade.engine.messages import CallNotes, Status, ToolCall
+from stockade.engine.tools import RegisteredTool
+from stockade.policies import Decision, Request
+
+
+@dataclass(slots=True)
+class Admitted:
+    """A call that passed resolve, validate, classify and decide. Its ``decision`` and
+    ``notes`` are the engine's alone: a tool's output never writes them."""
+
+    call: ToolCall
+    tool: RegisteredTool
+    kwargs: dict[str, Any]
+    ctx: ToolContext | None
+    decision: Decision
+    request: Request
+    notes: CallNotes | None = None
+
+    def note(self) -> CallNotes:
+        """The call's notes, begun on first use (most calls have nothing to note)."""
+        notes = self.notes
+        if notes is None:
+            notes = self.notes = CallNotes()
+        return notes
+
+    def warn(self, warning: str) -> None:
+        """Add a warning to the call's result, audit record and span."""
+        self.note().warnings.append(warning)
+
+
+class RunFailed(Exception):
+    """A run that ended in failure after ``attempts`` attempts."""
+
+    def __init__(self, error: BaseException, attempts: int, status: Status) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.attempts = attempts
+        self.status = status

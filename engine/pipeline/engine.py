@@ -1,0 +1,502 @@
+"""The engine: every tool call goes through the same eight steps, and none escapes them.
+
+    resolve -> validate -> classify -> decide -> schedule -> run -> result -> record
+
+`Engine` only orchestrates; each step with substance has its module beside this one
+(``_validate``, ``_classify``, ``_decide``, ``_schedule``, ``_attempts``, ``_results``) and the
+record step is the observers' (the audit log, tracing). `call` runs the steps in line (it is the
+hot path, measured in benchmarks/); `stream` runs the same steps and the same attempt loop but
+delivers chunks while the tool works; `call_many` and `submit` are built on `call`. A tool's
+failure of any kind becomes a `ToolResult`; only the caller's own cancellation propagates (after
+the cancelled call is recorded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+from collections.abc import AsyncGenerator, Awaitable, Iterable, Iterator, Sequence
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from stockade.engine.content import Block
+from stockade.engine.errors import CallError, PermissionDeniedError, UnknownToolError
+from stockade.engine.injection import SILENT_EMITTER, ContextLevel, ContextLike, Emitter
+from stockade.engine.messages import ErrorInfo, ToolCall, ToolChunk, ToolResult
+from stockade.engine.observe.audit_log import AuditLog
+from stockade.engine.observe.observer import CallObserver, Observers
+from stockade.engine.pipeline import _results as results
+from stockade.engine.pipeline._attempts import Attempts
+from stockade.engine.pipeline._classify import Classifier
+from stockade.engine.pipeline._decide import Approver, ask, decide, warned
+from stockade.engine.pipeline._schedule import Admission
+from stockade.engine.pipeline._state import Admitted, RunFailed
+from stockade.engine.pipeline._validate import ignored_warning, validate
+from stockade.engine.pipeline.history import CallContext
+from stockade.engine.toolkit import Toolkit
+from stockade.engine.tools import Mode, RegisteredTool
+from stockade.engine.tools.retry import DEFAULT_RETRY, RetryPolicy
+from stockade.policies import Decision, Effect, Policy, ProcessSpec, Request
+from stockade.sandbox import Bubblewrap, PathEscapeError, VirtualFS
+
+if TYPE_CHECKING:  # the OpenTelemetry SDK loads only when tracing is used
+    from opentelemetry.sdk.trace import TracerProvider
+
+
+class Engine:
+    """Runs tool calls from a `Toolkit` safely.
+
+    ``policy`` decides every call (the ``default`` preset when none is given) and sets the
+    concurrency limits. ``context`` objects are injected by type (agent level: beats the
+    toolkit's, loses to a call's). ``approver(call, decision)`` answers "ask" decisions (it may
+    be async; raising `PermissionDeniedError` refuses with that message as the reason); a call
+    may bring its own. Without one, the policy says what an unanswered "ask" becomes (a denial).
+    ``audit`` keeps an intent and an outcome record of every call (a call whose intent cannot be
+    written is denied). ``tracer_provider`` gets one OpenTelemetry span per call (arguments and
+    results in it only with ``record_content``, redacted); `run_span` opens a parent span for
+    many. ``observers`` hear every call too (see `CallObserver`). ``bubblewrap`` is what this
+    machine offers for boxing commands; when not given it is probed once, off the event loop,
+    before the first command call. ``default_timeout`` applies to tools that declare none;
+    ``retry`` is the policy for tools that declare none. Sync tools run in a pool of
+    ``max_workers`` threads. Use as ``async with Engine(...) as engine:`` or call `aclose` to stop
+    submitted calls and worker threads.
+    """
+
+    def __init__(
+        self,
+        toolkit: Toolkit,
+        *,
+        policy: Policy | None = None,
+        fs: VirtualFS | None = None,
+        audit: AuditLog | None = None,
+        tracer_provider: TracerProvider | None = None,
+        record_content: bool = False,
+        observers: Sequence[CallObserver] = (),
+        approver: Approver | None = None,
+        context: ContextLike = None,
+        bubblewrap: Bubblewrap | None = None,
+        default_timeout: float = 30.0,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        max_argument_bytes: int = 1_000_000,
+        max_result_chars: int = 1_000_000,
+        max_workers: int = 32,
+        history: int = 10_000,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not math.isfinite(default_timeout) or default_timeout <= 0:
+            raise ValueError(f"default_timeout must be a positive number, got {default_timeout}")
+        self.toolkit = toolkit
+        # no engine runs without a policy: none given means the default preset
+        self.policy = policy if policy is not None else Policy.preset("default")
+        self.approver = approver
+        self.audit = audit
+        self.fs = fs
+        self.context = ContextLevel(context)
+        # the file system is how file tools reach files: injected by type like any context;
+        # how commands may run (isolation, network, limits) is the policy's to say
+        if fs is not None:
+            self.context.put(fs, VirtualFS)
+        self.context.put(self.policy.process, ProcessSpec)
+        self.default_timeout = default_timeout
+        self.max_argument_bytes = max_argument_bytes
+        self.max_result_chars = max_result_chars
+        self.calls = CallContext(history=history)
+        # no audit log, no tracing, no observer: the hot path then only checks this for None
+        self._observers = Observers.of(audit, tracer_provider, record_content, observers)
+        self._classifier = Classifier(self.policy, fs)
+        self._admission = Admission(self.policy)
+        self._attempts = Attempts(retry, rng or random.Random(), max_workers)
+        self._bubblewrap: Bubblewrap | None = None
+        if bubblewrap is not None:
+            self._use(bubblewrap)
+        self._probing: asyncio.Task[Bubblewrap] | None = None
+        self._waiting_external: dict[str, tuple[Admitted, float]] = {}
+        self._submitted: set[asyncio.Task[ToolResult]] = set()
+        self._closed = False
+
+    # -- public entry points -----------------------------------------------------------------
+
+    async def call(
+        self, call: ToolCall, *, context: ContextLike = None, approver: Approver | None = None
+    ) -> ToolResult:
+        """Run one call through every step and return its result. ``approver`` answers this
+        call's "ask" decision instead of the engine's. Never raises for a tool's fault; re-raises
+        the caller's own cancellation after recording the call as cancelled."""
+        started = perf_counter()
+        self.calls.track(call)
+        observers = self._observers
+        if observers is not None:
+            # the call's span is current while it runs, so spans the tool makes nest under it
+            tool = self.toolkit.resolve(call.name)
+            observers.began(call, tool.description if tool else None, current=True)
+        admitted: Admitted | None = None
+        try:
+            outcome = self._admit(call, context, SILENT_EMITTER, started)
+            if not isinstance(outcome, (Admitted, ToolResult)):
+                outcome = await outcome  # a probe or an approver to wait for
+            if isinstance(outcome, ToolResult):
+                result = outcome
+            else:
+                admitted = outcome
+                if admitted.decision.effect is Effect.ASK:
+                    await ask(admitted, self.policy, approver or self.approver)
+                result = self._verdict(admitted, started) or await self._execute(admitted, started)
+        except asyncio.CancelledError:
+            self._finish(call, results.cancelled(call, admitted, started))
+            raise
+        except Exception as exc:  # a bug in Stockade itself: still answer, and say so loudly
+            result = results.internal_error(call, admitted, exc, started)
+        self._finish(call, result)
+        return result
+
+    async def call_many(
+        self, calls: Iterable[ToolCall], *, context: ContextLike = None
+    ) -> list[ToolResult]:
+        """Run calls and return their results in input order. Consecutive concurrency-safe
+        calls run together; any other call runs alone, after those before it."""
+        batch_calls = list(calls)
+        with self.run_span("call_many", calls=len(batch_calls)):
+            return await self._call_many(batch_calls, context)
+
+    def submit(self, call: ToolCall, *, context: ContextLike = None) -> asyncio.Task[ToolResult]:
+        """Start a call in the background and return its task at once. The call is pending in
+        `calls` immediately; its result reaches `calls` listeners and `calls.wait(id)`."""
+        if self._closed:
+            raise RuntimeError("this engine is closed; create a new Engine to submit calls")
+        self.calls.track(call)
+        task = asyncio.get_running_loop().create_task(
+            self.call(call, context=context), name=f"stockade:{call.name}:{call.id}"
+        )
+        self._submitted.add(task)
+        started = perf_counter()
+
+        def finished(done: asyncio.Task[ToolResult]) -> None:
+            self._submitted.discard(done)
+            if done.cancelled() and self.calls.result(call.id) is None:
+                # cancelled before the call began: record it, or it would stay pending forever
+                self._finish(call, results.cancelled(call, None, started))
+
+        task.add_done_callback(finished)
+        return task
+
+    async def stream(
+        self, call: ToolCall, *, context: ContextLike = None, approver: Approver | None = None
+    ) -> AsyncGenerator[ToolChunk, None]:
+        """Run one call and yield its chunks as they come; the last chunk has ``is_last`` set and
+        carries the result. Generator tools' yields and `Emitter` progress arrive as chunks.
+        Closing the iterator early stops the tool and records the call as cancelled; use
+        ``contextlib.aclosing`` so that happens promptly."""
+        started = perf_counter()
+        self.calls.track(call)
+        if self._observers is not None:
+            # not made current: a generator cannot hold a context across its yields
+            tool = self.toolkit.resolve(call.name)
+            self._observers.began(call, tool.description if tool else None, current=False)
+        queue: asyncio.Queue[list[Block]] = asyncio.Queue()
+        admitted: Admitted | None = None
+        result: ToolResult | None = None
+        try:
+            outcome = self._admit(call, context, Emitter(queue.put_nowait), started)
+            if not isinstance(outcome, (Admitted, ToolResult)):
+                outcome = await outcome
+            if isinstance(outcome, Admitted):
+                admitted = outcome
+                if admitted.decision.effect is Effect.ASK:
+                    await ask(admitted, self.policy, approver or self.approver)
+                result = self._verdict(admitted, started)
+                if result is None:
+                    async with contextlib.aclosing(self._chunks(admitted, queue, started)) as run:
+                        async for chunk in run:
+                            if chunk.is_last:
+                                result = chunk.result
+                            else:
+                                yield chunk
+            else:
+                result = outcome
+        except (asyncio.CancelledError, GeneratorExit):
+            self._finish(call, results.cancelled(call, admitted, started))
+            raise
+        except Exception as exc:  # a bug in Stockade itself: still answer, and say so loudly
+            result = results.internal_error(call, admitted, exc, started)
+        assert result is not None
+        self._finish(call, result)
+        content = result.content if admitted is None or result.status == "denied" else []
+        yield ToolChunk(call.id, result.tool, content, True, result)
+
+    def preview(self, call: ToolCall) -> tuple[Request, Decision]:
+        """What the policy would decide on ``call``, without running it, asking anyone or
+        recording anything: steps 1-4 only. Raises `CallError` (an unknown tool, bad
+        arguments) where `call` would return an error result. Probes for bubblewrap here, in
+        this thread, if a command call needs it and it was not probed yet."""
+        tool = self.toolkit.resolve(call.name)
+        if tool is None:
+            raise UnknownToolError(self.toolkit.unavailable_reason(call.name))
+        if tool.spec.command is not None and self._bubblewrap is None:
+            self._use(Bubblewrap.probe())
+        kwargs, ctx, _ = validate(
+            tool, call, self._levels(None), SILENT_EMITTER, self.max_argument_bytes
+        )
+        return self._judge(tool, call, kwargs, ctx)
+
+    async def isolation(self) -> Bubblewrap:
+        """What this machine offers for boxing commands, probed once (off the event loop)."""
+        if self._bubblewrap is not None:
+            return self._bubblewrap
+        if self._probing is None:
+            self._probing = asyncio.get_running_loop().create_task(
+                asyncio.to_thread(Bubblewrap.probe)
+            )
+        found = await asyncio.shield(self._probing)
+        if self._bubblewrap is None:
+            self._use(found)
+        return found
+
+    def complete(self, call_id: str, value: Any) -> ToolResult:
+        """Complete a pending call of an external tool with what was done outside (content, a
+        `ToolOutput`, or an exception for a failure). Returns the final result, which also
+        reaches `calls` listeners and `calls.wait`. Raises LookupError for an unknown id."""
+        entry = self._waiting_external.pop(call_id, None)
+        if entry is None:
+            waiting = ", ".join(self._waiting_external) or "(none)"
+            raise LookupError(f"no external call {call_id!r} is pending; pending: {waiting}")
+        admitted, started = entry
+        if isinstance(value, BaseException):
+            result = results.run_failure(admitted, started, RunFailed(value, 1, "error"))
+        else:
+            result = results.success(admitted, started, value, 1, self.max_result_chars)
+        self._finish(admitted.call, result)
+        return result
+
+    @property
+    def pending_external(self) -> list[str]:
+        """Ids of external calls waiting for `complete`."""
+        return list(self._waiting_external)
+
+    @contextlib.contextmanager
+    def run_span(self, name: str, **attributes: Any) -> Iterator[None]:
+        """A parent span for the calls made inside it (a session, a replayed transcript):
+        ``with engine.run_span("session", agent="planner"): ...``. Nothing without tracing."""
+        if self._observers is None:
+            yield
+            return
+        with self._observers.run(name, attributes):
+            yield
+
+    async def __aenter__(self) -> Engine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Cancel submitted calls still running, wait for them, release worker threads."""
+        self._closed = True
+        for task in list(self._submitted):
+            task.cancel()
+        if self._submitted:
+            await asyncio.gather(*self._submitted, return_exceptions=True)
+        self._attempts.close()
+
+    # -- steps 1-4: resolve, validate, classify, decide ----------------------------------------
+
+    def _admit(
+        self, call: ToolCall, context: ContextLike, emitter: Emitter, started: float
+    ) -> Admitted | ToolResult | Awaitable[Admitted | ToolResult]:
+        tool = self.toolkit.resolve(call.name)
+        if tool is None:
+            return results.failure(
+                call, None, UnknownToolError(self.toolkit.unavailable_reason(call.name)), started
+            )
+        if tool.spec.command is not None and self._bubblewrap is None:
+            return self._admit_after_probe(call, context, emitter, started)
+        try:
+            kwargs, ctx, ignored = validate(
+                tool, call, self._levels(context), emitter, self.max_argument_bytes
+            )
+        except CallError as exc:
+            return results.failure(call, tool, exc, started)
+        request, decision = self._judge(tool, call, kwargs, ctx)
+        if self._observers is not None:
+            decision = self._observers.decided(call, request, decision)
+        admitted = Admitted(call, tool, kwargs, ctx, decision, request)
+        if tool.spec.path_space == "host":
+            admitted.note().dangerous_io = True
+        if ignored:
+            admitted.note().ignored_arguments = ignored
+            admitted.warn(ignored_warning(ignored))
+        return admitted
+
+    async def _admit_after_probe(
+        self, call: ToolCall, context: ContextLike, emitter: Emitter, started: float
+    ) -> Admitted | ToolResult:
+        await self.isolation()
+        outcome = self._admit(call, context, emitter, started)
+        assert isinstance(outcome, (Admitted, ToolResult))
+        return outcome
+
+    def _judge(
+        self, tool: RegisteredTool, call: ToolCall, kwargs: dict[str, Any], ctx: Any
+    ) -> tuple[Request, Decision]:
+        """Steps 3-4: classify, then decide."""
+        isolated = self._bubblewrap is not None and self._bubblewrap.available
+        try:
+            request = self._classifier.request(tool, call, kwargs, isolated)
+        except PathEscapeError as exc:  # a path that leads outside: nothing to ask a policy about
+            return self._classifier.bare(tool, call), Decision(
+                Effect.DENY, "sandbox", str(exc), "call", exc.path
+            )
+        return request, decide(self.policy, tool, request, kwargs, ctx)
+
+    def _verdict(self, admitted: Admitted, started: float) -> ToolResult | None:
+        """Deny stops the call here (its result); warn is noted and logged; allow passes."""
+        effect = admitted.decision.effect
+        if effect is Effect.ALLOW:
+            return None
+        if effect is Effect.DENY:
+            error = ErrorInfo(PermissionDeniedError.__name__, admitted.decision.reason)
+            return results.denied(admitted, started, error)
+        warned(admitted)
+        return None
+
+    def _levels(self, context: ContextLike) -> tuple[ContextLevel, ...]:
+        """The context chain, nearest first: call > engine (agent) > toolkit."""
+        if context is None:
+            return (self.context, self.toolkit.context)
+        return (ContextLevel(context), self.context, self.toolkit.context)
+
+    def _use(self, bubblewrap: Bubblewrap) -> None:
+        """Take ``bubblewrap`` as the machine's answer: classify judges commands by it, and the
+        command tools run by it (injected by type), so the two cannot disagree."""
+        self._bubblewrap = bubblewrap
+        self.context.put(bubblewrap, Bubblewrap)
+
+    # -- steps 5-7: schedule, run, result --------------------------------------------------------
+
+    async def _execute(self, admitted: Admitted, started: float) -> ToolResult:
+        tool = admitted.tool
+        if tool.mode is Mode.EXTERNAL:
+            return self._pending(admitted, started)
+        timeout = tool.spec.timeout or self.default_timeout
+        admission = self._admission
+        if admission.has_limits:
+            exclusive, gates = admission.slot(tool, admitted.call.subject)
+            acquired = await admission.acquire(exclusive, gates, timeout, self._attempts.watchdog())
+        else:  # the hot path: no caps, and usually a free slot
+            exclusive, gates = not tool.spec.shares, ()
+            acquired = admission.scheduler.try_acquire(exclusive) or await admission.acquire(
+                exclusive, gates, timeout, self._attempts.watchdog()
+            )
+        if not acquired:
+            waited = admission.waited(tool, admitted.call.subject)
+            return results.timed_out(admitted, started, 0, timeout, waited=waited)
+        try:
+            value, attempts = await self._attempts.run(admitted, timeout)
+        except RunFailed as failed:
+            return results.run_failure(admitted, started, failed)
+        finally:
+            admission.release(exclusive, gates)
+        return results.success(admitted, started, value, attempts, self.max_result_chars)
+
+    async def _chunks(
+        self, admitted: Admitted, queue: asyncio.Queue[list[Block]], started: float
+    ) -> AsyncGenerator[ToolChunk, None]:
+        """Steps 5-7 for a streamed call: chunks as they come, then one chunk with the result."""
+        call, tool = admitted.call, admitted.tool
+        if tool.mode is Mode.EXTERNAL:
+            yield ToolChunk(call.id, tool.name, [], True, self._pending(admitted, started))
+            return
+        admission = self._admission
+        exclusive, gates = admission.slot(tool, call.subject)
+        timeout = tool.spec.timeout or self.default_timeout
+        if not await admission.acquire(exclusive, gates, timeout, self._attempts.watchdog()):
+            waited = admission.waited(tool, call.subject)
+            result = results.timed_out(admitted, started, 0, timeout, waited=waited)
+            yield ToolChunk(call.id, tool.name, [], True, result)
+            return
+        loop = asyncio.get_running_loop()
+        producer = loop.create_task(self._attempts.run(admitted, timeout, queue.put_nowait))
+        getter: asyncio.Task[list[Block]] | None = None
+        try:
+            while True:
+                getter = loop.create_task(queue.get())
+                await asyncio.wait((getter, producer), return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    yield ToolChunk(call.id, tool.name, getter.result())
+                    continue
+                getter.cancel()
+                while not queue.empty():  # chunks put just before the tool finished
+                    yield ToolChunk(call.id, tool.name, queue.get_nowait())
+                break
+        finally:
+            admission.release(exclusive, gates)
+            for task in (getter, producer):
+                if task is not None and not task.done():
+                    task.cancel()
+            await asyncio.gather(producer, return_exceptions=True)
+        yield ToolChunk(call.id, tool.name, [], True, self._produced(admitted, started, producer))
+
+    def _produced(
+        self, admitted: Admitted, started: float, producer: asyncio.Task[tuple[Any, int]]
+    ) -> ToolResult:
+        error = producer.exception()
+        if isinstance(error, RunFailed):
+            return results.run_failure(admitted, started, error)
+        if error is not None:
+            return results.run_failure(admitted, started, RunFailed(error, 1, "error"))
+        value, attempts = producer.result()
+        return results.success(admitted, started, value, attempts, self.max_result_chars)
+
+    def _pending(self, admitted: Admitted, started: float) -> ToolResult:
+        """An external tool's call: admitted, then left for someone outside to complete."""
+        self._waiting_external[admitted.call.id] = (admitted, started)
+        return results.pending(admitted, started)
+
+    # -- step 8: record ------------------------------------------------------------------------
+
+    def _finish(self, call: ToolCall, result: ToolResult) -> None:
+        """The result reaches the call context (and its listeners) and the observers (the
+        audit log, tracing). An audit log that cannot be written is reported, and the call still
+        gets its result."""
+        self.calls.record(result)
+        if self._observers is not None:
+            self._observers.ended(call, result)
+
+    async def _call_many(
+        self, batch_calls: list[ToolCall], context: ContextLike
+    ) -> list[ToolResult]:
+        results_: list[ToolResult | None] = [None] * len(batch_calls)
+        batch: list[int] = []
+
+        async def flush() -> None:
+            if len(batch) == 1:
+                results_[batch[0]] = await self.call(batch_calls[batch[0]], context=context)
+            elif batch:
+                done = await asyncio.gather(
+                    *(self.call(batch_calls[i], context=context) for i in batch)
+                )
+                for i, r in zip(batch, done, strict=True):
+                    results_[i] = r
+            batch.clear()
+
+        started = perf_counter()
+        try:
+            for index, item in enumerate(batch_calls):
+                tool = self.toolkit.resolve(item.name)
+                if tool is None or not self._admission.exclusive(tool, item.subject):
+                    batch.append(index)
+                    continue
+                await flush()
+                results_[index] = await self.call(item, context=context)
+            await flush()
+        except asyncio.CancelledError:
+            for item in batch_calls:  # calls that never started are cancelled too
+                if self.calls.result(item.id) is None:
+                    self.calls.track(item)
+                    self._finish(item, results.cancelled(item, None, started))
+            raise
+        return [r for r in results_ if r is not None]
+
+
+__all__ = ["Approver", "Engine"]

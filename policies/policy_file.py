@@ -1,0 +1,281 @@
+"""The policy file format: what a person writes, validated into typed data.
+
+Every key is documented here and in the README. Unknown keys are errors (a misspelt
+``efect`` must never silently mean "no effect"), and every error names the file, line and key.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from stockade.errors import StockadeError
+from stockade.policies.decision import Effect
+from stockade.policies.request import ACTIONS
+from stockade.policies.source import SourceMap
+
+EffectName = Literal["allow", "warn", "ask", "deny"]
+RESERVED_IDS = frozenset(
+    {
+        "read-only-mode",
+        "dangerous-path",
+        "dangerous-command",
+        "path-spelling",
+        "require-isolation",
+        "host-files",
+    }
+)
+RESERVED_PREFIXES = ("dangerous-path:", "dangerous-command:")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a policy: where (source, line, key) and what."""
+
+    source: str
+    line: int | None
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.key}: {self.message}"
+
+
+class PolicyError(StockadeError, ValueError):
+    """A policy that cannot be used. The message names the source, line and key of each problem,
+    which are also in ``problems``."""
+
+    def __init__(self, message: str, problems: list[Problem] | None = None) -> None:
+        if problems:
+            message = message + ":\n  " + "\n  ".join(str(p) for p in problems)
+        super().__init__(message)
+        self.problems = problems or []
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RuleSpec(_Strict):
+    """One rule: who (``subjects``), which tools, which actions, on which paths or commands,
+    and the effect. Empty conditions match everything."""
+
+    id: str = Field(min_length=1, description="Unique name, shown in every decision it makes.")
+    effect: EffectName
+    reason: str = Field(
+        default="", description="Why the rule exists; shown to the agent and the user."
+    )
+    subjects: list[str] = Field(default_factory=lambda: ["*"])
+    tools: list[str] = Field(default_factory=lambda: ["*"])
+    actions: list[str] = Field(default_factory=list, description="read/write/delete/execute/call")
+    paths: list[str] = Field(default_factory=list, description="Globs; '!' excludes.")
+    commands: list[str] = Field(default_factory=list, description="Shell-style patterns.")
+    read_only_tools: bool | None = Field(
+        default=None, description="true: only tools marked read-only; false: only the others."
+    )
+
+    @field_validator("actions")
+    @classmethod
+    def _known_actions(cls, actions: list[str]) -> list[str]:
+        unknown = [a for a in actions if a not in ACTIONS]
+        if unknown:
+            raise ValueError(
+                f"unknown action(s) {', '.join(map(repr, unknown))}; "
+                f"use {', '.join(sorted(ACTIONS))}"
+            )
+        return actions
+
+    @field_validator("subjects", "tools")
+    @classmethod
+    def _not_empty(cls, values: list[str]) -> list[str]:
+        if not values or any(not v for v in values):
+            raise ValueError("must list at least one non-empty name or pattern ('*' for any)")
+        return values
+
+    @field_validator("subjects")
+    @classmethod
+    def _plain_names(cls, values: list[str]) -> list[str]:
+        return [_name(v) for v in values]
+
+
+class DangerousSpec(_Strict):
+    """Protected paths: the built-in list, changed with ``extend``/``remove`` or ``replace``."""
+
+    effect: EffectName = "ask"
+    extend: list[str] = Field(default_factory=list)
+    remove: list[str] = Field(default_factory=list)
+    replace: list[str] | None = None
+
+
+class DangerousCommandsSpec(_Strict):
+    """Dangerous commands: the built-in checks (``remove`` drops some by id) plus ``extend``
+    patterns, matched like command rules."""
+
+    effect: EffectName = "ask"
+    extend: list[str] = Field(default_factory=list)
+    remove: list[str] = Field(default_factory=list)
+
+
+class ProcessSpec(_Strict):
+    """How commands run: whether isolation is required, whether the network is reachable, and
+    the limits every process gets (a tool may ask for less, never for more)."""
+
+    require_isolation: bool = Field(
+        default=False,
+        description="Deny commands that would run without isolation (no bubblewrap here).",
+    )
+    network: bool = Field(default=False, description="Let commands reach the network.")
+    timeout_s: float = Field(default=120.0, gt=0, description="Most wall-clock seconds a run.")
+    memory_mb: int = Field(default=2048, ge=16, description="Resident memory of the tree.")
+    cpu_s: float = Field(default=120.0, gt=0, description="CPU seconds of the whole tree.")
+    max_procs: int = Field(default=256, ge=1, description="Processes alive at once.")
+    output_bytes: int = Field(default=1_000_000, ge=1, description="Output kept per stream.")
+    file_mb: int = Field(default=1024, ge=1, description="Largest file a process may write.")
+
+
+class LimitsSpec(_Strict):
+    """How many calls may be in flight, and which tools always run alone."""
+
+    max_in_flight: int | None = Field(default=None, ge=1)
+    per_tool: dict[str, int] = Field(default_factory=dict)
+    per_subject: dict[str, int] = Field(default_factory=dict)
+    exclusive: list[str] = Field(default_factory=list)
+
+    @field_validator("per_tool", "per_subject")
+    @classmethod
+    def _positive(cls, caps: dict[str, int]) -> dict[str, int]:
+        bad = {k: v for k, v in caps.items() if v < 1}
+        if bad:
+            raise ValueError(f"caps must be at least 1, got {bad}")
+        return caps
+
+
+def _name(value: str) -> str:
+    """Subject and role names are stored as casbin fields: keep them plain."""
+    if not value or value != value.strip() or any(ch in value for ch in ",[]()%"):
+        raise ValueError(
+            f"{value!r} is not a usable subject or role name: "
+            "no edge spaces, and none of , [ ] ( ) %"
+        )
+    return value
+
+
+class McpSpec(_Strict):
+    """Tools from MCP servers: whose annotations to believe."""
+
+    trusted_servers: list[str] = Field(
+        default_factory=list,
+        description="MCP servers (by the name they were added under) whose readOnlyHint makes "
+        "a tool read-only for the policy; other servers' hints are ignored.",
+    )
+
+
+class HostFilesSpec(_Strict):
+    """Tools on host paths (the raw host-file tools, outside the sandbox): allowed, warned
+    about, or denied on every call, on top of the rules that judge their paths."""
+
+    mode: Literal["deny", "warn", "allow"] = Field(
+        default="warn",
+        description="deny: refused; warn: run, and every call warned about; allow: run.",
+    )
+
+
+class PolicySpec(_Strict):
+    """A whole policy file."""
+
+    version: Literal[1] = 1
+    description: str = ""
+    default: EffectName = "allow"
+    read_only: bool = False
+    shadow: bool = False
+    roles: dict[str, list[str]] = Field(default_factory=dict)
+    dangerous_paths: DangerousSpec = Field(default_factory=lambda: DangerousSpec())
+    dangerous_commands: DangerousCommandsSpec = Field(
+        default_factory=lambda: DangerousCommandsSpec()
+    )
+    limits: LimitsSpec = Field(default_factory=lambda: LimitsSpec())
+    process: ProcessSpec = Field(default_factory=lambda: ProcessSpec())
+    mcp: McpSpec = Field(default_factory=lambda: McpSpec())
+    host_files: HostFilesSpec = Field(default_factory=lambda: HostFilesSpec())
+    rules: list[RuleSpec] = Field(default_factory=list)
+
+    @field_validator("roles")
+    @classmethod
+    def _role_names(cls, roles: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {_name(role): [_name(m) for m in members] for role, members in roles.items()}
+
+    @property
+    def default_effect(self) -> Effect:
+        """The effect when no rule matches."""
+        return Effect(self.default)
+
+
+def parse(data: Mapping[str, Any], *, source: str, text: str | None = None) -> PolicySpec:
+    """Validate policy data; errors name ``source``, the line (when ``text`` is given) and key."""
+    try:
+        spec = PolicySpec.model_validate(data)
+    except ValidationError as exc:
+        lines = SourceMap(text) if text is not None else None
+        problems = []
+        for err in exc.errors(include_url=False):
+            location = err["loc"]
+            message = err["msg"]
+            if err["type"] == "extra_forbidden":
+                message = "unknown key; check the spelling against the policy format in the README"
+            elif err["type"] == "literal_error" and location[-1:] in (("effect",), ("default",)):
+                message = "unknown effect; use allow, warn, ask or deny"
+            line = lines.line(location) if lines else None
+            problems.append(Problem(source, line, _dotted(location), message))
+        raise PolicyError("invalid policy", problems) from None
+    seen: dict[str, int] = {}
+    lines = SourceMap(text) if text is not None else None
+    for index, rule in enumerate(spec.rules):
+        problem = None
+        if rule.id in RESERVED_IDS or rule.id.startswith(RESERVED_PREFIXES):
+            problem = f"rule id {rule.id!r} is reserved for Stockade's own rules; choose another"
+        elif rule.id in seen:
+            problem = (
+                f"rule id {rule.id!r} is already used by rules.{seen[rule.id]}; ids must be unique"
+            )
+        if problem is not None:
+            location = ("rules", index, "id")
+            line = lines.line(location) if lines else None
+            raise PolicyError("invalid policy", [Problem(source, line, _dotted(location), problem)])
+        seen[rule.id] = index
+    return spec
+
+
+def read(path: Path) -> tuple[PolicySpec, str]:
+    """Read and validate a policy file; returns the spec and the file's text."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PolicyError(f"policy file {path} does not exist") from None
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"policy file {path} is not UTF-8 text ({exc.reason})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = _toml_line(str(exc))
+        raise PolicyError(
+            "invalid policy", [Problem(str(path), line, "(file)", f"not valid TOML: {exc}")]
+        ) from None
+    return parse(data, source=str(path), text=text), text
+
+
+def _toml_line(message: str) -> int | None:
+    found = re.search(r"at line (\d+)", message)
+    return int(found.group(1)) if found else None
+
+
+def _dotted(location: tuple[str | int, ...]) -> str:
+    return ".".join(str(part) for part in location) or "(file)"
