@@ -18,7 +18,7 @@ import orjson
 import pydantic_core
 from pydantic import BaseModel
 
-from stockade.engine.errors import OutputError
+from stockade.engine.errors import FormatError, OutputError
 
 
 @dataclass(slots=True)
@@ -166,4 +166,4 @@ def block_from_dict(data: Mapping[str, Any]) -> Block:
         return TextBlock(str(data["text"]))
     if kind == "image":
         return ImageBlock(str(data["data"]), str(data["media_type"]))
-    raise ValueError(f"unknown content block type {kind!r}; expected 'text' or 'image'")
+    raise FormatError(f"unknown content block type {kind!r}; expected 'text' or 'image'")

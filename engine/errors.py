@@ -30,7 +30,20 @@ class SkillError(StockadeError, ValueError):
 
 
 class FormatError(StockadeError, ValueError):
-    """A model's tool-call message cannot be understood in the given format."""
+    """A model's tool-call message, a transcript or a result's JSON form cannot be understood in
+    the given format."""
+
+
+class ContextError(StockadeError, TypeError):
+    """Context objects were given in a form the context chain cannot hold."""
+
+
+class UnknownCallError(StockadeError, LookupError):
+    """No call with the given id was received (or is pending) here."""
+
+
+class EngineClosedError(StockadeError, RuntimeError):
+    """The engine was closed; create a new one to run more calls."""
 
 
 # -- call-time: reported inside a ToolResult, never raised out of the engine -------------------

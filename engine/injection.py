@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 from stockade.engine.content import Block, to_content
+from stockade.engine.errors import ContextError
 
 if TYPE_CHECKING:
     from stockade.engine.messages import ToolCall
@@ -49,9 +50,9 @@ class ContextLevel:
         if isinstance(objects, Mapping):
             for key, value in objects.items():
                 if not isinstance(key, type):
-                    raise TypeError(f"context keys must be types, got {key!r}")
+                    raise ContextError(f"context keys must be types, got {key!r}")
                 if not isinstance(value, key):
-                    raise TypeError(
+                    raise ContextError(
                         f"context value for {key.__name__} is a {type(value).__name__}, "
                         f"not an instance of {key.__name__}"
                     )

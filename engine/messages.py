@@ -21,6 +21,7 @@ from stockade.engine.content import (
     block_to_dict,
     text_of,
 )
+from stockade.engine.errors import FormatError
 from stockade.policies import Decision, Effect
 
 Status = Literal["ok", "error", "denied", "timeout", "cancelled", "pending"]
@@ -55,12 +56,12 @@ class ToolCall:
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
         """Build from `to_dict` output (or any mapping with ``name`` and ``arguments``)."""
         if not isinstance(data.get("name"), str) or not data["name"]:
-            raise ValueError(
+            raise FormatError(
                 f"a tool call needs a non-empty string 'name'; got {data.get('name')!r}"
             )
         args = data.get("arguments", {})
         if not isinstance(args, str | Mapping):
-            raise ValueError(
+            raise FormatError(
                 f"tool call {data['name']!r}: 'arguments' must be an object or a JSON string, "
                 f"not {type(args).__name__}"
             )
@@ -231,10 +232,10 @@ class ToolResult:
         """Inverse of `to_dict`; raises ValueError naming what is missing or wrong."""
         missing = [key for key in ("call_id", "tool", "status") if key not in data]
         if missing:
-            raise ValueError(f"a tool result needs {', '.join(missing)}; got keys {sorted(data)}")
+            raise FormatError(f"a tool result needs {', '.join(missing)}; got keys {sorted(data)}")
         status = data["status"]
         if status not in STATUSES:
-            raise ValueError(f"unknown result status {status!r}; expected one of {STATUSES}")
+            raise FormatError(f"unknown result status {status!r}; expected one of {STATUSES}")
         err = data.get("error")
         dec = data.get("decision")
         return cls(

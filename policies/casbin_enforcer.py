@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from stockade.errors import ConfigurationError
 from stockade.policies.dangerous_commands import BUILT_IN_IDS
 from stockade.policies.globs import wcmatch_paths
 from stockade.policies.policy_file import DangerousSpec
@@ -106,7 +107,7 @@ def target_match(request_target: str, rule_target: str) -> bool:
         return request_target.startswith("cmd:") and any(
             fnmatch.fnmatchcase(command, p) for p in patterns
         )
-    raise ValueError(f"unknown target kind in policy line: {rule_target!r}")
+    raise ConfigurationError(f"unknown target kind in policy line: {rule_target!r}")
 
 
 def tool_match(tool: str, pattern: str) -> bool:

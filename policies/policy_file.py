@@ -259,16 +259,16 @@ def read(path: Path) -> tuple[PolicySpec, str]:
     except FileNotFoundError:
         raise PolicyError(f"policy file {path} does not exist") from None
     except OSError as exc:
-        raise PolicyError(f"cannot read policy file {path}: {exc.strerror}") from None
+        raise PolicyError(f"cannot read policy file {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
-        raise PolicyError(f"policy file {path} is not UTF-8 text ({exc.reason})") from None
+        raise PolicyError(f"policy file {path} is not UTF-8 text ({exc.reason})") from exc
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         line = _toml_line(str(exc))
         raise PolicyError(
             "invalid policy", [Problem(str(path), line, "(file)", f"not valid TOML: {exc}")]
-        ) from None
+        ) from exc
     return parse(data, source=str(path), text=text), text
 
 

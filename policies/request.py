@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal, NamedTuple
 
+from stockade.errors import ConfigurationError
 from stockade.policies.paths import canonical
 
 Access = Literal["read", "write", "delete"]
@@ -62,12 +63,14 @@ class Request(_RequestFields):
         host_paths: bool = False,
     ) -> Request:
         if action not in ACTIONS:
-            raise ValueError(f"unknown action {action!r}; use one of {', '.join(sorted(ACTIONS))}")
+            raise ConfigurationError(
+                f"unknown action {action!r}; use one of {', '.join(sorted(ACTIONS))}"
+            )
         if type(paths) is not tuple or any(type(p) is not tuple for p in paths):
             paths = tuple((str(path), access) for path, access in paths)
         for path, access in paths:
             if access not in ACCESSES:
-                raise ValueError(
+                raise ConfigurationError(
                     f"unknown access {access!r} for {path!r}; use read, write or delete"
                 )
         if type(dangerous_paths) is not tuple:
@@ -97,7 +100,7 @@ def _private_folder(folder: str) -> str:
     # canonical here, once, so that deciding compares plain strings; a relative folder would
     # be taken from /workspace and silently exempt a part of it, so it is refused instead
     if not isinstance(folder, str) or not folder.startswith("/"):
-        raise ValueError(
+        raise ConfigurationError(
             f"private path {folder!r} is not absolute; give the folder's full path, such as '/tmp'"
         )
     return canonical(folder)

@@ -1,8 +1,8 @@
 """Why the sandbox refused or failed: every error names the logical path and what to do.
 
-Every class derives from `StockadeError`, and also from the matching built-in exception (a
-missing file is a `NotFoundError`, a `StockadeError` *and* a `FileNotFoundError`), so callers
-can catch either way.
+Every class derives from `StockadeError` and from `OSError` (the sandbox is a file system), each
+also from the matching built-in exception (a missing file is a `NotFoundError`, a
+`StockadeError` *and* a `FileNotFoundError`), so callers can catch either way.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import errno
 from stockade.errors import StockadeError
 
 
-class SandboxError(StockadeError):
+class SandboxError(StockadeError, OSError):
     """Base of every error the sandbox raises on purpose. ``path`` is the logical path."""
 
     def __init__(self, message: str, path: str | None = None) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from stockade.errors import ConfigurationError
 from stockade.sandbox.logical import normalize
 
 
@@ -28,22 +29,24 @@ class Mount:
 
     def __post_init__(self) -> None:
         if not isinstance(self.prefix, str) or not self.prefix.startswith("/"):
-            raise ValueError(
+            raise ConfigurationError(
                 f"a mount prefix must be an absolute logical path, got {self.prefix!r}"
             )
         normal = normalize(self.prefix)
         if normal != self.prefix:
-            raise ValueError(f"write the mount prefix as {normal!r}, not {self.prefix!r}")
+            raise ConfigurationError(f"write the mount prefix as {normal!r}, not {self.prefix!r}")
         if self.memory and self.root is not None:
-            raise ValueError(f"mount {self.prefix}: a memory mount has no root folder")
+            raise ConfigurationError(f"mount {self.prefix}: a memory mount has no root folder")
         if not self.memory and self.root is None:
-            raise ValueError(
+            raise ConfigurationError(
                 f"mount {self.prefix}: give a root folder, or memory=True for an in-memory tree"
             )
         if self.overlay and self.memory:
-            raise ValueError(f"mount {self.prefix}: an overlay needs a host root, not memory")
+            raise ConfigurationError(
+                f"mount {self.prefix}: an overlay needs a host root, not memory"
+            )
         if self.overlay and self.read_only:
-            raise ValueError(
+            raise ConfigurationError(
                 f"mount {self.prefix}: an overlay exists to stage writes; drop read_only"
             )
 

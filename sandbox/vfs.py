@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
+from stockade.errors import ConfigurationError
 from stockade.sandbox.errors import (
     ExistsError,
     NotADirectoryError_,
@@ -103,11 +104,13 @@ class VirtualFS:
     ) -> None:
         self.mounts = tuple(mounts)
         if not self.mounts:
-            raise ValueError("a VirtualFS needs at least one mount, e.g. Mount('/workspace', dir)")
+            raise ConfigurationError(
+                "a VirtualFS needs at least one mount, e.g. Mount('/workspace', dir)"
+            )
         prefixes = [m.prefix for m in self.mounts]
         duplicates = {p for p in prefixes if prefixes.count(p) > 1}
         if duplicates:
-            raise ValueError(f"mount prefix(es) {sorted(duplicates)} given more than once")
+            raise ConfigurationError(f"mount prefix(es) {sorted(duplicates)} given more than once")
         self.max_file_bytes = max_file_bytes
         self.max_write_bytes = max_write_bytes
         self._written = 0

@@ -10,3 +10,8 @@ from __future__ import annotations
 
 class StockadeError(Exception):
     """Base class of every exception Stockade raises on purpose."""
+
+
+class ConfigurationError(StockadeError, ValueError):
+    """A setting, option or argument given to Stockade cannot be used; the message says which,
+    and what to give instead. (Also a `ValueError`, as it always was.)"""

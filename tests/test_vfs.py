@@ -730,7 +730,7 @@ def test_errors_are_also_builtin_exceptions(fs: VirtualFS) -> None:
 
 
 BUILTIN_BASES: list[tuple[type[Exception], type[Exception]]] = [
-    (SandboxError, Exception),
+    (SandboxError, OSError),
     (PathEscapeError, PermissionError),
     (ReadOnlyError, PermissionError),
     (QuotaError, OSError),
@@ -747,7 +747,7 @@ def test_each_sandbox_error_is_a_stockade_error_and_still_its_builtin(
     error: type[Exception], builtin: type[Exception]
 ) -> None:
     raised = error("/workspace/x: what went wrong", "/workspace/x")
-    for base in (StockadeError, SandboxError, builtin):
+    for base in (StockadeError, SandboxError, OSError, builtin):
         with pytest.raises(base) as caught:
             raise raised
         assert caught.value.path == "/workspace/x"  # type: ignore[attr-defined]

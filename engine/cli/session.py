@@ -19,6 +19,7 @@ from stockade.engine.builtin import add_file_tools, add_shell_tools
 from stockade.engine.observe import AuditLog
 from stockade.engine.pipeline import Approver, Engine
 from stockade.engine.toolkit import Toolkit
+from stockade.errors import ConfigurationError
 from stockade.policies import Policy
 from stockade.sandbox import Mount, VirtualFS
 
@@ -33,11 +34,11 @@ def parse_mount(text: str) -> Mount:
     wrong."""
     prefix, sep, rest = text.partition("=")
     if not sep or not prefix or not rest:
-        raise ValueError(f"--mount {text!r}: write PREFIX=DIR or PREFIX=DIR:ro")
+        raise ConfigurationError(f"--mount {text!r}: write PREFIX=DIR or PREFIX=DIR:ro")
     read_only = rest.endswith(":ro")
     folder = Path(rest[:-3] if read_only else rest.removesuffix(":rw"))
     if not folder.is_dir():
-        raise ValueError(f"--mount {text!r}: {folder} does not exist or is not a folder")
+        raise ConfigurationError(f"--mount {text!r}: {folder} does not exist or is not a folder")
     return Mount(prefix, folder.resolve(), read_only=read_only)
 
 

@@ -25,7 +25,7 @@ from stockade.engine.messages import ToolCall
 from stockade.engine.tools.catalog import ToolCatalog
 
 
-class TranscriptError(ValueError):
+class TranscriptError(FormatError):
     """A transcript that cannot be read; the message says where and why."""
 
 
@@ -39,7 +39,7 @@ def load_transcript(
     except FileNotFoundError:
         raise TranscriptError(f"no transcript at {path}; check the path") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise TranscriptError(f"cannot read the transcript {path}: {exc}") from None
+        raise TranscriptError(f"cannot read the transcript {path}: {exc}") from exc
     stripped = text.strip()
     if not stripped:
         raise TranscriptError(f"{path} is empty: it holds no tool calls")
@@ -56,7 +56,7 @@ def _from_xml(path: Path, text: str, toolkit: ToolCatalog | None, subject: str) 
     try:
         calls = xml.parse_tool_calls(text, toolkit=toolkit, subject=subject)
     except FormatError as exc:
-        raise TranscriptError(f"{path}: {exc}") from None
+        raise TranscriptError(f"{path}: {exc}") from exc
     if not calls:
         raise TranscriptError(f"{path}: no <tool_call> could be read")
     return calls
@@ -72,7 +72,7 @@ def _from_json_lines(path: Path, text: str, subject: str) -> list[ToolCall]:
         except orjson.JSONDecodeError as exc:
             raise TranscriptError(
                 f"{path}:{number}: not valid JSON ({exc}); each line must be one JSON object"
-            ) from None
+            ) from exc
         calls.extend(_from_value(path, value, number, subject))
     if not calls:
         raise TranscriptError(f"{path} holds no tool calls")
@@ -105,7 +105,7 @@ def _from_value(path: Path, value: Any, line: int | None, subject: str) -> list[
     except (FormatError, ValueError) as exc:
         if isinstance(exc, TranscriptError):
             raise
-        raise TranscriptError(f"{where}: {exc}") from None
+        raise TranscriptError(f"{where}: {exc}") from exc
     raise TranscriptError(
         f"{where}: not a tool call or a message; expected a ToolCall "
         '({"name": ..., "arguments": {...}}), an OpenAI or Anthropic message, or XML tool calls'

@@ -35,7 +35,7 @@ from stockade.engine.errors import ToolDefinitionError, ToolTimeoutError
 from stockade.engine.injection import ToolContext
 from stockade.engine.tools import RegisteredTool, ToolBase
 from stockade.engine.tools.catalog import BASIC, ToolCatalog
-from stockade.errors import StockadeError
+from stockade.errors import ConfigurationError, StockadeError
 
 log = logging.getLogger("stockade.mcp")
 
@@ -117,7 +117,7 @@ class McpConnection:
             await self.close()
             raise McpServerError(
                 f"MCP server {self.name!r} could not be started: {type(exc).__name__}: {exc}"
-            ) from None
+            ) from exc
         return listed
 
     async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
@@ -161,13 +161,13 @@ class McpConnection:
             if self.alive and not closed:  # the server answered with a protocol error
                 raise McpServerError(
                     f"MCP server {self.name!r} failed on {tool!r}: {_cause(exc)}"
-                ) from None
+                ) from exc
             self._retire(generation, "it had stopped")
             raise McpServerError(
                 f"MCP server {self.name!r} went away during {tool!r} ({_cause(exc)}); it is "
                 "started again on the next call (this one is not repeated: it may have had "
                 "effects)"
-            ) from None
+            ) from exc
 
     def _retire(self, generation: int, why: str) -> None:
         """Close ``generation`` in the background, once, if it is still the current one."""
@@ -303,15 +303,17 @@ async def add_mcp_server(
     Raises `McpServerError` when it cannot be reached, and `ToolDefinitionError` for lists or
     presets naming tools it does not have."""
     if (command is None) == (url is None):
-        raise ValueError(f"MCP server {name!r}: give command=[...] or url=..., exactly one")
+        raise ConfigurationError(f"MCP server {name!r}: give command=[...] or url=..., exactly one")
     if not name or _UNSAFE.search(name):
-        raise ValueError(f"MCP server name {name!r}: use letters, digits, '_' and '-' only")
+        raise ConfigurationError(f"MCP server name {name!r}: use letters, digits, '_' and '-' only")
     if not timeout_s > 0:
-        raise ValueError(f"MCP server {name!r}: timeout_s must be positive")
+        raise ConfigurationError(f"MCP server {name!r}: timeout_s must be positive")
     target: StdioServerParameters | str
     if command is not None:
         if isinstance(command, str) or not command:
-            raise ValueError(f"MCP server {name!r}: command is a list: ['program', 'arg', ...]")
+            raise ConfigurationError(
+                f"MCP server {name!r}: command is a list: ['program', 'arg', ...]"
+            )
         target = StdioServerParameters(
             command=command[0], args=list(command[1:]), env=dict(env) if env else None, cwd=cwd
         )

@@ -57,7 +57,7 @@ class Chain:
             raise AuditError(
                 f"cannot open the audit log {self.path}: {exc.strerror}; check the folder "
                 "exists and is writable, or give another path"
-            ) from None
+            ) from exc
         self._size = os.fstat(self._fd).st_size
         if partial is not None:
             self._recover(partial)
@@ -111,7 +111,7 @@ class Chain:
             raise AuditError(
                 f"cannot write the audit log {self.path}: {exc.strerror}; the calls are not "
                 "recorded until it is writable again"
-            ) from None
+            ) from exc
         self._seq, self._prev = seq, prev.decode()
         self._size += len(out)
         if self._size >= self.rotate_bytes:

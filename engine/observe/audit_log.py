@@ -34,6 +34,7 @@ from typing import Any
 
 from stockade.engine.observe.audit_chain import AuditError, Chain, Durability
 from stockade.engine.observe.audit_chain import log as chain_log
+from stockade.errors import ConfigurationError
 
 DEFAULT_PATH = Path(".stockade") / "audit.jsonl"  # in the working directory
 _CHAIN_FIELDS = frozenset({"seq", "prev", "hash"})
@@ -58,9 +59,9 @@ class AuditLog:
         rotate_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         if durability not in ("batch", "fsync"):
-            raise ValueError(f"durability must be 'batch' or 'fsync', not {durability!r}")
+            raise ConfigurationError(f"durability must be 'batch' or 'fsync', not {durability!r}")
         if max_batch < 1 or not max_delay_s > 0 or rotate_bytes < 1024:
-            raise ValueError(
+            raise ConfigurationError(
                 "max_batch must be at least 1, max_delay_s positive, rotate_bytes >= 1024"
             )
         self.path = Path(path)
@@ -85,7 +86,7 @@ class AuditLog:
         chain's own fields cannot be given."""
         taken = _CHAIN_FIELDS.intersection(fields)
         if taken:
-            raise ValueError(
+            raise ConfigurationError(
                 f"field(s) {', '.join(sorted(taken))} belong to the audit chain; rename them"
             )
         self.append({"kind": kind, "time": time.time(), **fields})

@@ -39,7 +39,7 @@ class CallObserver(Protocol):
 class Observers:
     """The audit log, the tracer and any other observers of one engine, told in that order."""
 
-    __slots__ = ("_audit", "_failed", "_others", "_tracer")
+    __slots__ = ("_audit", "_failed", "_others", "_tracer", "hears_begin")
 
     def __init__(
         self,
@@ -51,6 +51,9 @@ class Observers:
         self._tracer = tracer
         self._others = tuple(others)
         self._failed: set[int] = set()
+        # the audit log does not care when a call begins: with it alone, the engine need not
+        # look the tool up to say so (that is on the hot path)
+        self.hears_begin = tracer is not None or bool(self._others)
 
     @classmethod
     def of(

@@ -47,6 +47,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from stockade.engine.content import text_of
 from stockade.engine.messages import CallNotes, ToolCall, ToolResult
+from stockade.errors import ConfigurationError
 from stockade.policies import Decision, Request
 
 log = logging.getLogger("stockade.tracing")
@@ -201,12 +202,12 @@ def tracer_provider(
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         except ImportError:
-            raise ValueError(
+            raise ConfigurationError(
                 "the otlp exporter needs its package: pip install 'stockade[otlp]'"
             ) from None
         provider.add_span_processor(BatchSpanProcessor(_Guarded(OTLPSpanExporter(endpoint))))
     else:
-        raise ValueError(
+        raise ConfigurationError(
             f"unknown exporter {exporter!r}; use console, jsonl, otlp, memory or a SpanExporter"
         )
     return provider

@@ -26,7 +26,7 @@ def success(
     admitted: Admitted, started: float, value: Any, attempts: int, max_chars: int
 ) -> ToolResult:
     """Content from the return value, the size cap, then the postprocess hook."""
-    tool_metadata: dict[str, Any] = {}
+    tool_metadata: dict[str, Any] | None = None
     try:
         if isinstance(value, ToolOutput):
             tool_metadata = value.metadata
@@ -49,9 +49,9 @@ def success(
         decision=admitted.decision,
         attempts=attempts,
         duration_s=perf_counter() - started,
-        metadata=merged_metadata(tool_metadata, notes) if tool_metadata or notes else {},
+        metadata=merged_metadata(tool_metadata or {}, notes) if tool_metadata or notes else {},
         notes=notes,
-        tool_metadata=tool_metadata,
+        tool_metadata={} if tool_metadata is None else tool_metadata,
     )
     if admitted.tool.postprocess is None:
         return result

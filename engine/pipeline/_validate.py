@@ -66,7 +66,7 @@ def validate(
     """The tool's keyword arguments, its `ToolContext` (None when it needs none), and the preset
     names the call tried to set (ignored). ``levels`` is the context chain, nearest first."""
     arguments = parse_arguments(call.arguments, limit)
-    ignored: list[str] = []
+    ignored: list[str] = _NOTHING
     if tool.hidden:
         ignored = [k for k in arguments if k in tool.hidden]
         if ignored:
@@ -91,6 +91,9 @@ def validate(
                 value = injection.default
         kwargs[injection.name] = value
     return kwargs, ctx, ignored
+
+
+_NOTHING: list[str] = []  # never changed: what most calls return as "nothing ignored"
 
 
 def ignored_warning(ignored: list[str]) -> str:

@@ -17,6 +17,9 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any, ParamSpec, TypeVar
 
+from stockade.engine.errors import EngineClosedError
+from stockade.errors import ConfigurationError
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -36,7 +39,7 @@ class WorkerPool(Executor):
 
     def __init__(self, max_workers: int, *, name: str = "stockade-tool") -> None:
         if max_workers < 1:
-            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+            raise ConfigurationError(f"max_workers must be at least 1, got {max_workers}")
         self._max = max_workers
         self._name = name
         self._lock = threading.Lock()
@@ -56,7 +59,9 @@ class WorkerPool(Executor):
         job: _Job = (future, fn, args, kwargs)
         with self._lock:
             if self._closed:
-                raise RuntimeError("cannot run a sync tool: the engine's worker pool is shut down")
+                raise EngineClosedError(
+                    "cannot run a sync tool: the engine's worker pool is shut down"
+                )
             if self._idle:
                 worker = self._idle.pop()
                 worker.job = job

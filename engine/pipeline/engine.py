@@ -22,7 +22,13 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from stockade.engine.content import Block
-from stockade.engine.errors import CallError, PermissionDeniedError, UnknownToolError
+from stockade.engine.errors import (
+    CallError,
+    EngineClosedError,
+    PermissionDeniedError,
+    UnknownCallError,
+    UnknownToolError,
+)
 from stockade.engine.injection import SILENT_EMITTER, ContextLevel, ContextLike, Emitter
 from stockade.engine.messages import ErrorInfo, ToolCall, ToolChunk, ToolResult
 from stockade.engine.observe.audit_log import AuditLog
@@ -38,6 +44,7 @@ from stockade.engine.pipeline.history import CallContext
 from stockade.engine.toolkit import Toolkit
 from stockade.engine.tools import Mode, RegisteredTool
 from stockade.engine.tools.retry import DEFAULT_RETRY, RetryPolicy
+from stockade.errors import ConfigurationError
 from stockade.policies import Decision, Effect, Policy, ProcessSpec, Request
 from stockade.sandbox import Bubblewrap, PathEscapeError, VirtualFS
 
@@ -86,7 +93,9 @@ class Engine:
         rng: random.Random | None = None,
     ) -> None:
         if not math.isfinite(default_timeout) or default_timeout <= 0:
-            raise ValueError(f"default_timeout must be a positive number, got {default_timeout}")
+            raise ConfigurationError(
+                f"default_timeout must be a positive number, got {default_timeout}"
+            )
         self.toolkit = toolkit
         # no engine runs without a policy: none given means the default preset
         self.policy = policy if policy is not None else Policy.preset("default")
@@ -99,6 +108,7 @@ class Engine:
         if fs is not None:
             self.context.put(fs, VirtualFS)
         self.context.put(self.policy.process, ProcessSpec)
+        self._chain = (self.context, toolkit.context)
         self.default_timeout = default_timeout
         self.max_argument_bytes = max_argument_bytes
         self.max_result_chars = max_result_chars
@@ -127,7 +137,7 @@ class Engine:
         started = perf_counter()
         self.calls.track(call)
         observers = self._observers
-        if observers is not None:
+        if observers is not None and observers.hears_begin:
             # the call's span is current while it runs, so spans the tool makes nest under it
             tool = self.toolkit.resolve(call.name)
             observers.began(call, tool.description if tool else None, current=True)
@@ -164,7 +174,7 @@ class Engine:
         """Start a call in the background and return its task at once. The call is pending in
         `calls` immediately; its result reaches `calls` listeners and `calls.wait(id)`."""
         if self._closed:
-            raise RuntimeError("this engine is closed; create a new Engine to submit calls")
+            raise EngineClosedError("this engine is closed; create a new Engine to submit calls")
         self.calls.track(call)
         task = asyncio.get_running_loop().create_task(
             self.call(call, context=context), name=f"stockade:{call.name}:{call.id}"
@@ -190,7 +200,7 @@ class Engine:
         ``contextlib.aclosing`` so that happens promptly."""
         started = perf_counter()
         self.calls.track(call)
-        if self._observers is not None:
+        if self._observers is not None and self._observers.hears_begin:
             # not made current: a generator cannot hold a context across its yields
             tool = self.toolkit.resolve(call.name)
             self._observers.began(call, tool.description if tool else None, current=False)
@@ -260,7 +270,7 @@ class Engine:
         entry = self._waiting_external.pop(call_id, None)
         if entry is None:
             waiting = ", ".join(self._waiting_external) or "(none)"
-            raise LookupError(f"no external call {call_id!r} is pending; pending: {waiting}")
+            raise UnknownCallError(f"no external call {call_id!r} is pending; pending: {waiting}")
         admitted, started = entry
         if isinstance(value, BaseException):
             result = results.run_failure(admitted, started, RunFailed(value, 1, "error"))
@@ -363,8 +373,8 @@ class Engine:
     def _levels(self, context: ContextLike) -> tuple[ContextLevel, ...]:
         """The context chain, nearest first: call > engine (agent) > toolkit."""
         if context is None:
-            return (self.context, self.toolkit.context)
-        return (ContextLevel(context), self.context, self.toolkit.context)
+            return self._chain
+        return (ContextLevel(context), *self._chain)
 
     def _use(self, bubblewrap: Bubblewrap) -> None:
         """Take ``bubblewrap`` as the machine's answer: classify judges commands by it, and the

@@ -14,7 +14,9 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 
+from stockade.engine.errors import UnknownCallError
 from stockade.engine.messages import ToolCall, ToolResult
+from stockade.errors import ConfigurationError
 
 log = logging.getLogger("stockade.engine")
 
@@ -26,7 +28,7 @@ class CallContext:
 
     def __init__(self, *, history: int = 10_000) -> None:
         if history < 1:
-            raise ValueError(f"history must be at least 1, got {history}")
+            raise ConfigurationError(f"history must be at least 1, got {history}")
         self._history = history
         self._calls: OrderedDict[str, ToolCall] = OrderedDict()
         self._results: dict[str, ToolResult] = {}
@@ -61,7 +63,7 @@ class CallContext:
         if done is not None:
             return done
         if call_id not in self._calls:
-            raise LookupError(f"no call with id {call_id!r} was received by this engine")
+            raise UnknownCallError(f"no call with id {call_id!r} was received by this engine")
         future: asyncio.Future[ToolResult] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(call_id, []).append(future)
         return await future

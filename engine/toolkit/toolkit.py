@@ -37,6 +37,7 @@ from stockade.engine.tools import (
 )
 from stockade.engine.tools.attributes import SPEC_ATTRIBUTE
 from stockade.engine.tools.catalog import BASIC, ToolGroup
+from stockade.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from stockade.engine.mcp.client import McpServer
@@ -79,7 +80,9 @@ class Toolkit:
         on_conflict: Conflict = "raise",
     ) -> None:
         if on_conflict not in _CONFLICTS:
-            raise ValueError(f"on_conflict must be one of {_CONFLICTS}, got {on_conflict!r}")
+            raise ConfigurationError(
+                f"on_conflict must be one of {_CONFLICTS}, got {on_conflict!r}"
+            )
         self.context = ContextLevel(context)
         self.on_conflict: Conflict = on_conflict
         self._meta_tool = meta_tool
@@ -178,7 +181,7 @@ class Toolkit:
             )
         strategy = on_conflict or self.on_conflict
         if strategy not in _CONFLICTS:
-            raise ValueError(f"on_conflict must be one of {_CONFLICTS}, got {strategy!r}")
+            raise ConfigurationError(f"on_conflict must be one of {_CONFLICTS}, got {strategy!r}")
         planned: dict[str, RegisteredTool] = {}
         outcome: list[RegisteredTool] = []
         for tool in tools:
@@ -396,7 +399,7 @@ class Toolkit:
             return cached[1]
         render = schema_formats.RENDERERS.get(format)
         if render is None:
-            raise ValueError(
+            raise ConfigurationError(
                 f"unknown schema format {format!r}; "
                 f"use one of {', '.join(schema_formats.RENDERERS)}"
             )

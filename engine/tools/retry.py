@@ -10,7 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from stockade.engine.errors import RetryableError, ToolTimeoutError
+from stockade.engine.errors import RetryableError, ToolDefinitionError, ToolTimeoutError
+from stockade.errors import ConfigurationError
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
 
@@ -45,13 +46,17 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
-            raise ValueError(f"RetryPolicy.attempts must be at least 1, got {self.attempts}")
+            raise ConfigurationError(
+                f"RetryPolicy.attempts must be at least 1, got {self.attempts}"
+            )
         if self.initial_delay_s < 0 or self.max_delay_s < 0:
-            raise ValueError("RetryPolicy delays must not be negative")
+            raise ConfigurationError("RetryPolicy delays must not be negative")
         if self.multiplier < 1:
-            raise ValueError(f"RetryPolicy.multiplier must be >= 1, got {self.multiplier}")
+            raise ConfigurationError(f"RetryPolicy.multiplier must be >= 1, got {self.multiplier}")
         if not 0 <= self.jitter <= 1:
-            raise ValueError(f"RetryPolicy.jitter must be between 0 and 1, got {self.jitter}")
+            raise ConfigurationError(
+                f"RetryPolicy.jitter must be between 0 and 1, got {self.jitter}"
+            )
 
     def should_retry(self, error: BaseException, attempt: int, *, safe_tool: bool) -> bool:
         """Whether attempt number ``attempt`` (1-based) failing with ``error`` earns another."""
@@ -87,6 +92,6 @@ def as_retry_policy(value: RetryPolicy | int | bool | None) -> RetryPolicy | Non
         return DEFAULT_RETRY
     if isinstance(value, int):
         return RetryPolicy(attempts=value)
-    raise TypeError(
+    raise ToolDefinitionError(
         f"retry must be a RetryPolicy, an int (attempts), a bool or None; got {value!r}"
     )
