@@ -60,8 +60,7 @@ from stockade.engine.pipeline import Approver, CallContext, Engine
 from stockade.engine.toolkit import BASIC, ToolGroup, Toolkit, ToolRegistry
 from stockade.engine.tools import Mode, RegisteredTool, RetryPolicy, ToolBase, ToolSpec, tool
 from stockade.errors import StockadeError
-
-__version__ = "0.1.0"
+from stockade.version import __version__
 
 __all__ = [
     "BASIC",
@@ -109,6 +108,7 @@ __all__ = [
     "ToolTimeoutError",
     "Toolkit",
     "UnknownToolError",
+    "__version__",
     "add_file_tools",
     "add_raw_text_tools",
     "add_shell_tools",

@@ -3,7 +3,7 @@
 Three kinds of value are injected by parameter type and never appear in a schema:
 an `Emitter` for progress chunks, the `ToolContext` of the call, and objects the caller
 registered by type at call, agent (engine) or toolkit level — the call level wins, then agent,
-then toolkit (seed: "context chain").
+then toolkit.
 """
 
 from __future__ import annotations

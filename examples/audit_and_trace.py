@@ -12,10 +12,18 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from stockade.engine import AuditLog, Engine, ToolCall, Toolkit, read_audit, verify_audit
-from stockade.engine.builtin.files import add_file_tools
+from stockade import (
+    AuditLog,
+    Engine,
+    Mount,
+    ToolCall,
+    Toolkit,
+    VirtualFS,
+    add_file_tools,
+    read_audit,
+    verify_audit,
+)
 from stockade.engine.observe.tracing import memory_provider
-from stockade.sandbox import Mount, VirtualFS
 
 CALLS = [
     ToolCall(name="write_file", arguments={"path": "plan.md", "content": "1. audit\n"}),

@@ -11,10 +11,7 @@ Run: python examples/policy_modes.py
 import asyncio
 import tempfile
 
-from stockade.engine import Engine, ToolCall, Toolkit
-from stockade.engine.builtin.files import add_file_tools
-from stockade.policies import Decision, Policy
-from stockade.sandbox import Mount, VirtualFS
+from stockade import Decision, Engine, Mount, Policy, ToolCall, Toolkit, VirtualFS, add_file_tools
 
 # (the rule's effect, who calls): "ask" twice, to hear the approver say yes and no
 CASES = [("allow", "bot"), ("warn", "bot"), ("ask", "alice"), ("ask", "mallory"), ("deny", "bot")]

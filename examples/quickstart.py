@@ -10,10 +10,7 @@ Run: python examples/quickstart.py
 import asyncio
 import tempfile
 
-from stockade.engine import Engine, ToolCall, Toolkit, tool
-from stockade.engine.builtin.files import add_file_tools
-from stockade.policies import Policy
-from stockade.sandbox import Mount, VirtualFS
+from stockade import Engine, Mount, Policy, ToolCall, Toolkit, VirtualFS, add_file_tools, tool
 
 
 @tool(read_only=True, paths={"path": "read"})

@@ -15,11 +15,9 @@ import json
 import tempfile
 from pathlib import Path
 
-from stockade.engine import Engine, Toolkit
-from stockade.engine.builtin.files import add_file_tools
+from stockade import Engine, Mount, Toolkit, VirtualFS, add_file_tools
 from stockade.engine.formats import openai
 from stockade.engine.formats.transcripts import load_transcript
-from stockade.sandbox import Mount, VirtualFS
 
 
 def tool_call(call_id: str, name: str, arguments: dict[str, str] | str) -> dict[str, object]:

@@ -13,10 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from stockade.engine import Engine, ToolCall, Toolkit
-from stockade.engine.builtin.shell import add_shell_tools
-from stockade.policies import Decision, Policy
-from stockade.sandbox import Mount, VirtualFS, isolation_available
+from stockade import Decision, Engine, Mount, Policy, ToolCall, Toolkit, VirtualFS, add_shell_tools
+from stockade.sandbox import isolation_available
 
 COMMANDS: list[dict[str, Any]] = [
     {"command": "pwd && echo built > out.txt && ls"},

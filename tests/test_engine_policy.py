@@ -1,5 +1,5 @@
-"""The engine's decide and schedule steps with real policies (DESIGN.md, "One call, end to end",
-steps 3 to 5): classify a call into a `Request`, let the `Policy` and the tool's own permission
+"""The engine's decide and schedule steps with real policies (steps 3 to 5 of a call): classify
+a call into a `Request`, let the `Policy` and the tool's own permission
 hook decide, ask the approver when the answer is "ask", then hold the policy's concurrency caps
 while the tool runs.
 
@@ -715,7 +715,7 @@ async def test_a_command_tool_is_judged_as_execute_of_its_command(
     ],
 )
 async def test_an_allowed_command_does_not_carry_a_second_command_through(command: str) -> None:
-    # DESIGN.md: "a shell command is judged sub-command by sub-command (a && b, pipes, $(...))"
+    # a shell command is judged sub-command by sub-command (a && b, pipes, $(...))
     engine = make_engine(GIT_ONLY)
 
     result = await run(engine, "shell", cmd=command)

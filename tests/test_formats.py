@@ -695,7 +695,7 @@ def test_schemas_are_cached_until_the_toolkit_changes():
 
 # == 4. XML parsing ===============================================================================
 
-SEED_EXAMPLE = """<tool_call>
+SPEC_EXAMPLE = """<tool_call>
   <name>web_search</name>
   <params>
     <query><![CDATA[Python async best practices]]></query>
@@ -704,8 +704,8 @@ SEED_EXAMPLE = """<tool_call>
 </tool_call>"""
 
 
-def test_xml_parses_the_seed_example():
-    (call,) = xml.parse_tool_calls(SEED_EXAMPLE)
+def test_xml_parses_the_documented_example():
+    (call,) = xml.parse_tool_calls(SPEC_EXAMPLE)
     assert call.name == "web_search"
     assert call.arguments == {"query": "Python async best practices", "max_results": 10}
     assert call.subject == "agent"
@@ -889,7 +889,7 @@ def test_xml_missing_name_error_names_the_right_call():
         ("-4", -4),
         ("+5", 5),
         ("0", 0),
-        ("007", 7),  # leading zeros: still an integer by the seed rule
+        ("007", 7),  # leading zeros: still an integer by the fixed rule
         ("3.14", 3.14),
         ("-0.5", -0.5),
         (".5", 0.5),
@@ -907,7 +907,7 @@ def test_xml_missing_name_error_names_the_right_call():
         ("[1, 2]", "[1, 2]"),
     ],
 )
-def test_xml_type_conversion_without_toolkit_follows_the_seed_table(raw, expected):
+def test_xml_type_conversion_without_toolkit_follows_the_fixed_table(raw, expected):
     (call,) = xml.parse_tool_calls(xml_call("anything", f"<v><![CDATA[{raw}]]></v>"))
     value = call.arguments["v"]
     assert value == expected
@@ -967,7 +967,7 @@ async def test_xml_call_converted_by_schema_runs_through_the_engine():
     assert result.status == "ok", result.error
 
 
-def test_xml_unknown_tool_or_parameter_falls_back_to_the_seed_rule():
+def test_xml_unknown_tool_or_parameter_falls_back_to_the_fixed_rule():
     toolkit = make_toolkit()
     text = xml_call("nosuch", "<n>5</n>") + xml_call("echo", "<value>7</value><extra>8</extra>")
     calls = xml.parse_tool_calls(text, toolkit=toolkit)

@@ -800,7 +800,7 @@ def test_read_only_off_by_default() -> None:
 
 # -- 6. dangerous paths ----------------------------------------------------------------------
 
-# One path per entry of the default list in DESIGN.md (relative to a folder).
+# One path per entry of the built-in list (relative to a folder).
 DANGEROUS_NAMES = [
     ".git/hooks/pre-commit",
     ".git/config",

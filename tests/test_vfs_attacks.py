@@ -19,7 +19,7 @@ Where the cases come from (the prefix of each case id):
 * ``PATT`` swisskyrepo/PayloadsAllTheThings, "Directory Traversal" payloads (``../``, ``..\\``,
   ``%2e%2e%2f`` and double encoding, ``....//``, ``..;/``, overlong UTF-8 ``%c0%ae``, NUL,
   fullwidth look-alikes, ``~``, ``$HOME``), which must all be taken literally, never decoded;
-* ``OWN``  cases from the threat model in DESIGN.md (read-only mounts, quotas, mount root).
+* ``OWN``  cases from Stockade's threat model (read-only mounts, quotas, mount root).
 
 Where the sandbox deliberately differs from a source, the case says so: ``..`` is resolved
 lexically before any link is looked at (the issue asks for it; Go and securejoin resolve it
@@ -868,7 +868,7 @@ def test_a_folder_holding_a_read_only_mount_cannot_be_removed(kind: str, tmp_pat
     ["link_out_abs", "link_out_dir_abs/secret.txt", "link_evil/evil.txt", "dangling_out_abs"],
 )
 def test_refusals_do_not_reveal_host_paths(kind: str, path: str, tmp_path: Path) -> None:
-    """DESIGN.md: "the agent never sees host paths". A refusal names the logical path; it must
+    """The agent never sees host paths. A refusal names the logical path; it must
     not print where the mount, or the link's target, lives on the host."""
     layout = build_layout(tmp_path, host_workspace=True)
     with make_fs(kind, layout) as fs:

@@ -1,4 +1,4 @@
-"""The raw text tools of AgentScope's tool module: host files by host path, outside the sandbox.
+"""The raw text tools: host files by host path, outside the sandbox.
 
 ``view_text_file``, ``write_text_file`` and ``insert_text_file`` call ``open()`` on host paths.
 They exist for the rare program that must reach a file outside every mount; they are not

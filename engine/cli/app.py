@@ -16,13 +16,13 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from stockade.engine import __version__
 from stockade.engine.cli.audit import audit_app
 from stockade.engine.cli.common import fail
 from stockade.engine.cli.demo import demo
 from stockade.engine.cli.policy import policy_app
 from stockade.engine.cli.run import run
 from stockade.engine.cli.serve import serve
+from stockade.version import __version__
 
 
 class _Commands(TyperGroup):

@@ -1,4 +1,4 @@
-"""The XML tool-call format (seed 004), for models without native tool calling.
+"""The XML tool-call format, for models without native tool calling.
 
 A call is written as::
 
@@ -13,7 +13,7 @@ A call is written as::
 Values inside CDATA are taken verbatim; values outside CDATA are stripped and their XML
 character references decoded (``&amp;``, ``&lt;``, ``&#38;`` ...; nothing else, so a bare ``&``
 in a URL stays as written). Values are converted to the types the tool's schema asks for when a
-toolkit is given, otherwise by the seed's rule (true/false, integers, decimals, else text).
+toolkit is given, otherwise by a fixed rule (true/false, integers, decimals, else text).
 
 The reader is a small linear scanner rather than an XML parser on purpose. Models write sloppy
 pseudo-XML (bare ``&``, unclosed tags, a call cut off by the token limit) that a conforming
@@ -190,7 +190,7 @@ def _json_type(value: Any) -> str:
 
 
 def _convert(value: str, types: set[str] | None) -> Any:
-    """Seed rule without a schema; with one, only the conversions the schema allows."""
+    """The fixed rule without a schema; with one, only the conversions the schema allows."""
     if types is None:
         return _guess(value)
     if "string" in types:

@@ -28,7 +28,6 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from stockade.engine import __version__
 from stockade.engine.content import ImageBlock, TextBlock
 from stockade.engine.errors import CallError, PermissionDeniedError
 from stockade.engine.formats.mcp import hints
@@ -36,6 +35,7 @@ from stockade.engine.messages import ToolCall, ToolResult
 from stockade.engine.pipeline.engine import Engine
 from stockade.engine.tools import RegisteredTool
 from stockade.policies import Decision, Effect
+from stockade.version import __version__
 
 log = logging.getLogger("stockade.mcp")
 

@@ -9,6 +9,7 @@ metadata.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from time import perf_counter
 from typing import Any
@@ -56,6 +57,19 @@ def success(
     if admitted.tool.postprocess is None:
         return result
     return postprocessed(admitted, result)
+
+
+def produced(
+    admitted: Admitted, started: float, producer: asyncio.Task[tuple[Any, int]], max_chars: int
+) -> ToolResult:
+    """The result of a streamed call, from the task that ran its attempts."""
+    error = producer.exception()
+    if isinstance(error, RunFailed):
+        return run_failure(admitted, started, error)
+    if error is not None:
+        return run_failure(admitted, started, RunFailed(error, 1, "error"))
+    value, attempts = producer.result()
+    return success(admitted, started, value, attempts, max_chars)
 
 
 def capped(content: list[Block], limit: int, admitted: Admitted) -> list[Block]:

@@ -13,7 +13,7 @@ from stockade.engine.errors import ArgumentError
 from stockade.engine.injection import ContextLevel, Emitter, ToolContext
 from stockade.engine.messages import ToolCall
 from stockade.engine.tools import RegisteredTool
-from stockade.engine.tools._signature import REQUIRED
+from stockade.engine.tools.compiled import REQUIRED
 
 
 def parse_arguments(arguments: Mapping[str, Any] | str, limit: int) -> Mapping[str, Any]:

@@ -445,18 +445,8 @@ class Engine:
                 if task is not None and not task.done():
                     task.cancel()
             await asyncio.gather(producer, return_exceptions=True)
-        yield ToolChunk(call.id, tool.name, [], True, self._produced(admitted, started, producer))
-
-    def _produced(
-        self, admitted: Admitted, started: float, producer: asyncio.Task[tuple[Any, int]]
-    ) -> ToolResult:
-        error = producer.exception()
-        if isinstance(error, RunFailed):
-            return results.run_failure(admitted, started, error)
-        if error is not None:
-            return results.run_failure(admitted, started, RunFailed(error, 1, "error"))
-        value, attempts = producer.result()
-        return results.success(admitted, started, value, attempts, self.max_result_chars)
+        result = results.produced(admitted, started, producer, self.max_result_chars)
+        yield ToolChunk(call.id, tool.name, [], True, result)
 
     def _pending(self, admitted: Admitted, started: float) -> ToolResult:
         """An external tool's call: admitted, then left for someone outside to complete."""

@@ -1,6 +1,6 @@
 """The call context: every call an engine received, every result, matched by call id.
 
-Seed 003's ToolCallContext. Calls are tracked from the moment the engine receives them (so a
+Calls are tracked from the moment the engine receives them (so a
 submitted call is visible as pending at once); results arrive in whatever order calls finish
 and are matched by id; listeners hear every result. A call of an *external* tool first gets a
 ``pending`` result (listeners hear it) and stays pending until `Engine.complete` delivers the

@@ -1,4 +1,4 @@
-"""One library of tools, many agents: per-agent toolkits drawn from a shared registry (seed 004).
+"""One library of tools, many agents: per-agent toolkits drawn from a shared registry.
 
 Tools are compiled once, when they enter the library; each agent's `Toolkit` holds the same
 compiled tools, so a hundred agents cost one schema build per tool, and an agent can only ever

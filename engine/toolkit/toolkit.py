@@ -7,13 +7,12 @@ agent itself. Only tools of active groups are callable and appear in `schemas`.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel
 
 from stockade.engine.builtin.finish import FinishTool
 from stockade.engine.builtin.reset_tools import ResetTools
@@ -26,6 +25,7 @@ from stockade.engine.errors import (
 )
 from stockade.engine.formats import schemas as schema_formats
 from stockade.engine.injection import ContextLevel, ContextLike
+from stockade.engine.toolkit.state import parse_state
 from stockade.engine.tools import (
     Postprocess,
     RegisteredTool,
@@ -35,7 +35,7 @@ from stockade.engine.tools import (
     compile_function,
     compile_tool_base,
 )
-from stockade.engine.tools.attributes import SPEC_ATTRIBUTE
+from stockade.engine.tools.attributes import SPEC_ATTRIBUTE, marked_methods
 from stockade.engine.tools.catalog import BASIC, ToolGroup
 from stockade.errors import ConfigurationError
 
@@ -46,22 +46,6 @@ META_TOOL = "reset_tools"
 Conflict = Literal["raise", "override", "rename", "skip"]
 SchemaFormat = Literal["openai", "anthropic", "mcp"]
 _CONFLICTS = ("raise", "override", "rename", "skip")
-
-
-class _GroupState(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    description: str = ""
-    active: bool = False
-    notes: str = ""
-
-
-class _ToolkitState(BaseModel):
-    """The boundary model of `Toolkit.state_dict` output."""
-
-    model_config = ConfigDict(extra="forbid")
-    version: Literal[1] = 1
-    groups: dict[str, _GroupState]
-    tools: dict[str, str]
 
 
 class Toolkit:
@@ -138,7 +122,7 @@ class Toolkit:
         their presets. All or nothing: on any error no tool is added."""
         presets = dict(presets or {})
         compiled: list[RegisteredTool] = []
-        for attr in _marked_methods(type(obj)):
+        for attr in marked_methods(type(obj)):
             method = getattr(obj, attr)
             spec = getattr(method, SPEC_ATTRIBUTE)
             tool_name = spec.name or attr
@@ -488,48 +472,9 @@ class Toolkit:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore groups and activation saved by `state_dict`. The tools themselves are code:
         register them first; every tool the state names must be registered. All or nothing."""
-        try:
-            parsed = _ToolkitState.model_validate(state)
-        except ValidationError as exc:
-            raise GroupError(f"not a toolkit state: {exc}") from None
-        missing = [n for n in parsed.tools if n not in self._tools]
-        if missing:
-            raise GroupError(
-                f"the state names tools that are not registered: {', '.join(missing)}; register "
-                "them before loading the state"
-            )
-        if BASIC in parsed.groups and not parsed.groups[BASIC].active:
-            raise GroupError("the state deactivates the 'basic' group, which is always active")
-        for name in parsed.groups:
-            try:
-                check_name(name)
-            except ToolDefinitionError as exc:
-                raise GroupError(f"the state holds an invalid group name: {exc}") from None
-        moved = [n for n, g in parsed.tools.items() if n in self._reserved and g != BASIC]
-        if moved:
-            raise GroupError(
-                f"the state moves {', '.join(moved)} out of 'basic'; tools the toolkit manages "
-                "always stay there"
-            )
-        known = set(self._groups) | set(parsed.groups)
-        for tool_name, group in parsed.tools.items():
-            if group not in known:
-                raise GroupError(f"the state puts {tool_name!r} in unknown group {group!r}")
+        parsed = parse_state(state, set(self._tools), set(self._groups), set(self._reserved))
         for name, g in parsed.groups.items():
             if name != BASIC:
                 self._groups[name] = ToolGroup(name, g.description, g.active, g.notes)
         self._group_of.update({n: g for n, g in parsed.tools.items() if n not in self._reserved})
         self._groups_changed(defined=True)
-
-
-def _marked_methods(cls: type) -> list[str]:
-    """Names of @tool-marked methods, in definition order, base classes first."""
-    seen: dict[str, None] = {}
-    for klass in reversed(cls.__mro__):
-        for attr, value in vars(klass).items():
-            func = value.__func__ if isinstance(value, staticmethod | classmethod) else value
-            if inspect.isfunction(func) and hasattr(func, SPEC_ATTRIBUTE):
-                seen[attr] = None
-            elif attr in seen and not hasattr(func, SPEC_ATTRIBUTE):
-                del seen[attr]  # overridden without the marker
-    return list(seen)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,6 +49,9 @@ class JsonSchemaArgs:
     ) -> None:
         import jsonschema  # 50 ms to import; only tools with hand-written schemas need it
 
+        # any Mapping is accepted (a MappingProxyType class attribute, say); jsonschema checks
+        # for dicts, so the schema is copied into plain ones first
+        schema = _plain(schema)
         try:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
@@ -61,7 +63,7 @@ class JsonSchemaArgs:
                 f"tool {tool_name!r}: input_schema must describe an object (type 'object'), "
                 f"not {schema.get('type')!r}"
             )
-        full = strip_titles({"type": "object", "properties": {}, **copy.deepcopy(dict(schema))})
+        full = strip_titles({"type": "object", "properties": {}, **schema})
         self._validator = jsonschema.Draft202012Validator(full)
         self.json_schema = _drop_properties(full, hidden)
         self.description = description
@@ -75,6 +77,15 @@ class JsonSchemaArgs:
                 )
             )
         return dict(arguments)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every mapping a dict and every list a list, copied."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _drop_properties(schema: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:

@@ -150,7 +150,7 @@ def _injection_type(annotation: Any) -> type | None:
         return None
     if issubclass(inner, _BUILTIN_INJECTED):
         return inner
-    # Seed behaviour: a plain class no schema can describe is something the caller provides by
+    # A plain class no schema can describe is something the caller provides by
     # type (a user record, a database handle), not something the model can write.
     if not describable(inner):
         return inner

@@ -144,4 +144,17 @@ def tool(fn: Callable[..., Any] | None = None, /, **attributes: Any) -> Any:
     return mark(fn) if fn is not None else mark
 
 
-__all__ = ["SPEC_ATTRIBUTE", "ToolSpec", "attribute_names", "tool"]
+def marked_methods(cls: type) -> list[str]:
+    """Names of @tool-marked methods, in definition order, base classes first."""
+    seen: dict[str, None] = {}
+    for klass in reversed(cls.__mro__):
+        for attr, value in vars(klass).items():
+            func = value.__func__ if isinstance(value, staticmethod | classmethod) else value
+            if inspect.isfunction(func) and hasattr(func, SPEC_ATTRIBUTE):
+                seen[attr] = None
+            elif attr in seen and not hasattr(func, SPEC_ATTRIBUTE):
+                del seen[attr]  # overridden without the marker
+    return list(seen)
+
+
+__all__ = ["SPEC_ATTRIBUTE", "ToolSpec", "attribute_names", "marked_methods", "tool"]
