@@ -8,12 +8,12 @@ from one run, in one table.
     pip install -e '.[bench]'               # adds the peers: AgentScope, toolwarden, tollgate
 
 It runs the measurements of the other scripts in this folder one after another in this process
-(bench_engine, bench_observability, bench_policy, bench_vfs, bench_process, bench_peers), saying
-on stderr which part is being measured, and prints one row per figure: its value, the baseline
-it is compared with (measured in the same run, by the same script), the ratio of the two, and
-the target where there is one. How each figure is taken is in the docstring of its script.
-A call measured by two parts (``Engine.call`` is) differs between them by noise and by what it
-alternates with: compare figures within a part.
+(bench_engine, bench_observability, bench_policy, bench_vfs, bench_process, bench_import,
+bench_peers), saying on stderr which part is being measured, and prints one row per figure: its
+value, the baseline it is compared with (measured in the same run, by the same script), the
+ratio of the two, and the target where there is one. How each figure is taken is in the
+docstring of its script. A call measured by two parts (``Engine.call`` is) differs between
+them by noise and by what it alternates with: compare figures within a part.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from time import perf_counter
 from typing import Any
 
 import bench_engine
+import bench_import
 import bench_observability
 import bench_peers
 import bench_policy
@@ -70,6 +71,16 @@ def row(
 
 
 # -- each script's rows, as rows of the one table ----------------------------------------------
+
+
+def startup(quick: bool) -> Rows:
+    found = {r["measure"]: r for r in bench_import.run(quick)}
+    start = found["python -c pass"]["ms"]
+    return [
+        row("start-up", measure, found[measure]["ms"], "ms", "python -c pass", start,
+            note=f"{found[measure]['over_start_ms']:.1f} ms over the interpreter's start")
+        for measure in ("import stockade.engine", "stockade version")
+    ]  # fmt: skip
 
 
 def peers(quick: bool) -> Rows:
@@ -196,6 +207,7 @@ PARTS: list[tuple[str, Callable[[bool], Rows]]] = [
     ("policy decisions at 10 and 10,000 rules (bench_policy)", policy),
     ("VFS reads, writes and listing (bench_vfs)", vfs),
     ("process start and kill, with and without bubblewrap (bench_process)", process),
+    ("library import and the command's start (bench_import)", startup),
     ("the same call through Stockade and its peers (bench_peers)", peers),
 ]
 

@@ -1,4 +1,5 @@
-"""Fixtures shared by the process-sandbox tests: a host folder mounted at /workspace."""
+"""Fixtures shared by the tests: a host folder mounted at /workspace, and a machine without
+bubblewrap."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import bin_without_bubblewrap
 
 from stockade.sandbox import Mount, VirtualFS
 
@@ -23,3 +25,9 @@ def fs(workspace: Path) -> Iterator[VirtualFS]:
     """A VirtualFS with ``workspace`` at /workspace."""
     with VirtualFS([Mount("/workspace", workspace)]) as vfs:
         yield vfs
+
+
+@pytest.fixture
+def no_bubblewrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine without bubblewrap, for the rest of the test: PATH holds prlimit only."""
+    monkeypatch.setenv("PATH", str(bin_without_bubblewrap(tmp_path)))

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import shutil
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -81,3 +82,14 @@ def require_bubblewrap() -> None:
     if os.environ.get("CI"):
         pytest.fail(f"{message}; CI must run the isolation tests")
     pytest.skip(message)
+
+
+def bin_without_bubblewrap(folder: Path) -> Path:
+    """A folder for PATH that holds prlimit and no bwrap: a machine without bubblewrap (nothing
+    is faked: Stockade looks bwrap up on PATH as on any machine, when it probes)."""
+    bin_dir = folder / "bin-without-bwrap"
+    bin_dir.mkdir(exist_ok=True)
+    prlimit = shutil.which("prlimit")
+    if prlimit and not (bin_dir / "prlimit").exists():
+        (bin_dir / "prlimit").symlink_to(prlimit)
+    return bin_dir

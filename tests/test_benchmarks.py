@@ -118,6 +118,13 @@ def test_peers_benchmark_quick_run_reports_every_way_or_that_its_peer_is_missing
                 assert rows[measure]["includes"] == NOT_INSTALLED
 
 
+def test_import_benchmark_times_the_library_and_the_command_against_the_interpreter() -> None:
+    rows = {r["measure"]: r for r in quick_json("bench_import.py")}
+    assert set(rows) == {"python -c pass", "import stockade.engine", "stockade version"}
+    assert rows["python -c pass"]["over_start_ms"] == 0
+    assert all(r["ms"] > 0 for r in rows.values())
+
+
 def test_run_all_quick_run_prints_every_figure_in_one_table_with_progress() -> None:
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--json"],
@@ -127,8 +134,8 @@ def test_run_all_quick_run_prints_every_figure_in_one_table_with_progress() -> N
     )
     assert done.returncode == 0, done.stderr
     # progress goes to stderr, part by part, so that the JSON on stdout stays parseable
-    assert "[1/6]" in done.stderr
-    assert "[6/6]" in done.stderr
+    assert "[1/7]" in done.stderr
+    assert "[7/7]" in done.stderr
     rows = {r["measure"]: r for r in json.loads(done.stdout)}
     stockade = [
         "Stockade Engine.call",
@@ -150,6 +157,8 @@ def test_run_all_quick_run_prints_every_figure_in_one_table_with_progress() -> N
         "VirtualFS list 10,000 entries",
         "start to exit of true: run_process, no isolation",
         "hung tree of 3: gone after deadline (none)",
+        "import stockade.engine",
+        "stockade version",
     ]
     if isolation_available():
         stockade += [

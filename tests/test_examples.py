@@ -11,14 +11,13 @@ import ast
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import require_bubblewrap
+from support import bin_without_bubblewrap, require_bubblewrap
 
 from stockade.sandbox import isolation_available
 
@@ -233,12 +232,7 @@ def test_shell_sandbox_runs_under_bubblewrap(output: Callable[[str], str]) -> No
 
 
 def test_shell_sandbox_without_bubblewrap_still_runs_and_warns(tmp_path: Path) -> None:
-    # a machine without bwrap: PATH holds prlimit only (as in tests/test_shelltools.py)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    prlimit = shutil.which("prlimit")
-    if prlimit:
-        (bin_dir / "prlimit").symlink_to(prlimit)
+    bin_dir = bin_without_bubblewrap(tmp_path)
     stdout = run_example("shell_sandbox", tmp_path, env={"PATH": str(bin_dir)})
     assert "bubblewrap available: False\n" in stdout
     ran = blocks(stdout)["run_shell 'pwd && echo built > out.txt && ls'"]

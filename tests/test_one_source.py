@@ -13,12 +13,10 @@ from __future__ import annotations
 import gc
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 import weakref
-from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 from types import MappingProxyType
@@ -251,18 +249,6 @@ def test_an_unknown_attribute_names_the_ones_that_exist() -> None:
 TMP_DENIED = Policy.from_dict(
     {"default": "allow", "rules": [{"id": "no-tmp", "effect": "deny", "paths": ["/tmp/**"]}]}
 )
-
-
-@pytest.fixture
-def no_bubblewrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A machine without bubblewrap: PATH holds prlimit but no bwrap."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    prlimit = shutil.which("prlimit")
-    if prlimit:
-        (bin_dir / "prlimit").symlink_to(prlimit)
-    monkeypatch.setenv("PATH", str(bin_dir))
-    return
 
 
 async def shell_call(fs: VirtualFS, command: str, policy: Policy = TMP_DENIED) -> Any:

@@ -32,7 +32,7 @@ from typing import Any, cast
 
 import psutil
 import pytest
-from support import require_bubblewrap, snapshot, until
+from support import bin_without_bubblewrap, require_bubblewrap, snapshot, until
 
 from stockade.sandbox import (
     BOX_PRIVATE_PATHS,
@@ -390,16 +390,6 @@ def test_boxed_run_has_no_isolation_warning(fs: VirtualFS) -> None:
 # -- whether bubblewrap works here: the caller's probe, or one made at the call ----------------
 
 
-def bin_without_bwrap(tmp_path: Path) -> Path:
-    """A PATH folder that holds prlimit and no bwrap: a machine without bubblewrap."""
-    folder = tmp_path / "bin-without-bwrap"
-    folder.mkdir()
-    prlimit = shutil.which("prlimit")
-    if prlimit:
-        (folder / "prlimit").symlink_to(prlimit)
-    return folder
-
-
 def fake_bwrap(tmp_path: Path, script: str) -> Path:
     """A folder holding a ``bwrap`` that runs ``script`` (sh)."""
     folder = tmp_path / "bin-with-fake-bwrap"
@@ -412,7 +402,7 @@ def fake_bwrap(tmp_path: Path, script: str) -> Path:
 def test_probe_without_bwrap_on_path_says_it_is_not_installed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PATH", str(bin_without_bwrap(tmp_path)))
+    monkeypatch.setenv("PATH", str(bin_without_bubblewrap(tmp_path)))
     probe = Bubblewrap.probe()
     assert not probe.available
     assert probe.executable is None
@@ -499,7 +489,7 @@ def test_a_given_available_bubblewrap_is_the_one_used(
     wrapper = tmp_path / "my-bwrap"
     wrapper.write_text(f'#!/bin/sh\necho "$@" > {called}\nexec {real} "$@"\n')
     wrapper.chmod(0o755)
-    monkeypatch.setenv("PATH", str(bin_without_bwrap(tmp_path)))
+    monkeypatch.setenv("PATH", str(bin_without_bubblewrap(tmp_path)))
     result = run_process("echo boxed", fs=fs, timeout=10, bubblewrap=Bubblewrap(str(wrapper), ""))
     assert result.isolation == "bubblewrap"
     assert result.stdout == "boxed\n"
@@ -516,7 +506,7 @@ def test_box_runs_prlimit_found_through_a_link_outside_the_box(
     if shutil.which("prlimit") is None:
         pytest.skip("prlimit (util-linux) is not installed")
     here = Bubblewrap.probe()
-    monkeypatch.setenv("PATH", str(bin_without_bwrap(tmp_path)))  # its prlimit is a link
+    monkeypatch.setenv("PATH", str(bin_without_bubblewrap(tmp_path)))  # its prlimit is a link
     result = run_process("ulimit -c; echo boxed", fs=fs, timeout=10, bubblewrap=here)
     assert (result.isolation, result.stderr, result.stdout) == ("bubblewrap", "", "0\nboxed\n")
 
@@ -529,7 +519,7 @@ def test_every_run_without_a_given_bubblewrap_probes_at_its_call(
     path = os.environ["PATH"]
     assert run_process("true", fs=fs, timeout=10).isolation == "bubblewrap"
     assert isolation_available()
-    monkeypatch.setenv("PATH", str(bin_without_bwrap(tmp_path)))
+    monkeypatch.setenv("PATH", str(bin_without_bubblewrap(tmp_path)))
     result = run_process("true", fs=fs, timeout=10)
     assert result.isolation == "none"
     assert "why: bwrap is not installed" in result.warnings[0]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import socket
 import sys
 import threading
@@ -26,18 +25,6 @@ from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
 from stockade.engine.builtin.shell import add_shell_tools
 from stockade.policies import Effect, Policy
 from stockade.sandbox import Mount, VirtualFS
-
-
-@pytest.fixture
-def no_bubblewrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A machine without bubblewrap: PATH holds prlimit but no bwrap (nothing is faked; the
-    engine looks bwrap up on PATH like on any machine, when it probes)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    prlimit = shutil.which("prlimit")
-    if prlimit:
-        (bin_dir / "prlimit").symlink_to(prlimit)
-    monkeypatch.setenv("PATH", str(bin_dir))
 
 
 def toolkit() -> Toolkit:

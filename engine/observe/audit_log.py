@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stockade.engine.observe.audit_chain import AuditError, Chain, Durability
-from stockade.engine.observe.audit_chain import log as chain_log
+from stockade.engine.observe._audit_chain import AuditError, Chain, Durability
+from stockade.engine.observe._audit_chain import log as chain_log
 from stockade.errors import ConfigurationError
 
 DEFAULT_PATH = Path(".stockade") / "audit.jsonl"  # in the working directory

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from stockade.engine.observe.audit_chain import GENESIS, HASH_TAIL, AuditError, rotated_files
+from stockade.engine.observe._audit_chain import GENESIS, HASH_TAIL, AuditError, rotated_files
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from stockade.engine.errors import (
 )
 from stockade.engine.formats import schemas as schema_formats
 from stockade.engine.injection import ContextLevel, ContextLike
-from stockade.engine.toolkit.state import parse_state
+from stockade.engine.toolkit._state import parse_state
 from stockade.engine.tools import (
     Postprocess,
     RegisteredTool,
