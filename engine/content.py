@@ -70,7 +70,7 @@ class FileReport:
 class ProcessReport:
     """A process a tool ran: under which isolation, how it ended, and why it was killed."""
 
-    isolation: str
+    isolation: Literal["bubblewrap", "none"]
     exit_code: int | None
     killed_reason: str | None
 

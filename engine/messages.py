@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from stockade.engine.content import (
@@ -33,13 +33,14 @@ def new_call_id() -> str:
     return "call_" + os.urandom(8).hex()
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, frozen=True)
 class ToolCall:
     """One request from an agent to run a tool.
 
     ``arguments`` is a mapping, or the raw JSON text a model produced (validated by the engine,
     so malformed JSON becomes an error result rather than an exception). ``subject`` names the
-    agent on whose behalf the call runs; policies decide per subject.
+    agent on whose behalf the call runs; policies decide per subject. A call is frozen: a tool
+    that is handed it cannot give it another id or name (and so another's audit record).
     """
 
     name: str
@@ -109,10 +110,11 @@ class CallNotes:
     names the call tried to set), ``truncated`` (characters of text and how many were kept),
     ``external`` (carried out outside the engine), ``dangerous_io`` (a tool on host paths). And
     the typed reports it accepted from the tool's `ToolOutput`: ``file`` and ``process``.
+    ``approval`` is ``unanswered`` for a shadow-mode ask nobody could answer.
     """
 
     warnings: list[str] = field(default_factory=list)
-    approval: Literal["approved", "refused"] | None = None
+    approval: Literal["approved", "refused", "unanswered"] | None = None
     retries: list[Retry] = field(default_factory=list)
     ignored_arguments: list[str] = field(default_factory=list)
     truncated: tuple[int, int] | None = None
@@ -120,6 +122,15 @@ class CallNotes:
     dangerous_io: bool = False
     file: FileReport | None = None
     process: ProcessReport | None = None
+
+    def copy(self) -> CallNotes:
+        """A copy whose lists can be changed without changing these notes."""
+        return replace(
+            self,
+            warnings=list(self.warnings),
+            retries=list(self.retries),
+            ignored_arguments=list(self.ignored_arguments),
+        )
 
     def as_metadata(self) -> dict[str, Any]:
         """The notes as ``result.metadata`` shows them (only what was noted)."""

@@ -102,7 +102,7 @@ def lint_text(text: str, *, source: str = "<text>") -> list[Finding]:
             ("process", "require_isolation"),
             "commands are denied on machines without bubblewrap (or where unprivileged user "
             "namespaces are off): they run only isolated"
-            + ("; in shadow mode they run anyway, with a warning" if spec.shadow else ""),
+            + ("; shadow mode does not soften this" if spec.shadow else ""),
         )
     for role, members in spec.roles.items():
         if role in members:

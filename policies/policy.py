@@ -300,11 +300,12 @@ class Policy:
         return Decision(Effect.DENY, HOST_FILES_RULE, reason, action, target)
 
     def _isolation_required(self, command: str | None) -> Decision:
-        # before any rule: no allow rule can make an unboxed run acceptable to this policy
-        denied = Decision(
+        # before any rule: no allow rule can make an unboxed run acceptable to this policy, and
+        # neither can shadow mode (a trial of the rules, not of this guarantee: a command run
+        # without the box it requires could do anything)
+        return Decision(
             Effect.DENY, REQUIRE_ISOLATION_RULE, REQUIRE_ISOLATION_REASON, "execute", command
         )
-        return self._shadowed(denied)
 
     def unanswered(self, decision: Decision) -> Decision:
         """What an ASK decision becomes when nobody can answer it: a denial that says approval

@@ -1,4 +1,4 @@
-"""The audit log (engine/audit.py) end to end: real files, a real `Engine`, a real subprocess.
+"""The audit log (engine/observe/) end to end: real files, a real `Engine`, a real subprocess.
 
 What it must guarantee, and so what is tested here:
 
@@ -11,7 +11,7 @@ What it must guarantee, and so what is tested here:
 * ``fsync`` durability puts each record on disk before ``record`` returns; ``batch`` durability
   writes on `flush`, `close`, after ``max_delay_s`` and at ``max_batch``;
 * the engine writes one ``intent`` and one ``outcome`` per call with the fields of
-  engine/record.py, for every status, and denies a call whose intent cannot be written;
+  engine/observe/records.py, for every status, and denies a call whose intent cannot be written;
 * 10,000 concurrent calls (and calls from several threads) leave whole, chained lines;
 * `read_audit` filters, and bad input is refused with a clear message.
 
@@ -61,7 +61,7 @@ def _fresh_state() -> None:
 
 def files_of(path: Path) -> list[Path]:
     """The log's files, oldest first: rotated ones (``<name>.000001`` ...), then the live one.
-    Found independently of engine/audit.py, so a bug there cannot hide here."""
+    Found independently of the audit log's code, so a bug there cannot hide here."""
     rotated = sorted(path.parent.glob(f"{path.name}.[0-9][0-9][0-9][0-9][0-9][0-9]"))
     return [*rotated, path] if path.exists() else rotated
 
@@ -82,7 +82,7 @@ def make_log(path: Path, count: int, *, rotate_bytes: int = 64 * 1024 * 1024) ->
 def seal(record: dict[str, Any]) -> bytes:
     """A record's line as the format defines it (JSON ending in the sha256 of the line without
     its hash): how a forger who knows the format would write one. Written here from the
-    documented format, not borrowed from engine/audit.py."""
+    documented format, not borrowed from the audit log's code."""
     body = orjson.dumps(record)
     digest = hashlib.sha256(body).hexdigest()
     return body[:-1] + b',"hash":"' + digest.encode() + b'"}\n'
@@ -996,3 +996,25 @@ def test_a_field_named_like_the_chain_cannot_break_it(tmp_path: Path, name: str)
         log.record("intent", {"call_id": "b"})
     report = verify_audit(path)
     assert report.ok, str(report)
+
+
+# -- one odd record costs nothing around it --------------------------------------------------------
+
+
+def test_a_record_json_cannot_hold_natively_is_kept_and_the_others_too(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    with AuditLog(path, max_batch=100, max_delay_s=0.05) as log:
+        log.record("note", {"n": 1})
+        log.record("note", {"n": 2**70})  # past 64 bits: orjson cannot write it
+        nested: dict[str, object] = {}
+        deepest = nested
+        for _ in range(300):  # past orjson's depth
+            deepest["down"] = {}
+            deepest = deepest["down"]  # type: ignore[assignment]
+        log.record("note", {"n": 3, "deep": nested})
+        log.record("note", {"n": 4})
+        wait_for(lambda: len(list(read_audit(path))) == 4)  # the flusher wrote them all
+        log.record("note", {"n": 5})  # and it is still alive to write more
+        wait_for(lambda: len(list(read_audit(path))) == 5)
+    assert [r["n"] for r in read_audit(path)] == [1, 2**70, 3, 4, 5]
+    assert verify_audit(path).ok

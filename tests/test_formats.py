@@ -1349,7 +1349,7 @@ def test_tool_result_from_dict_unknown_block_type():
 
 @pytest.mark.parametrize("missing", ["call_id", "tool", "status"])
 def test_tool_result_from_dict_missing_field_is_a_value_error(missing):
-    # from_dict is the validated boundary to JSON (engine/calls.py): a record without a
+    # from_dict is the validated boundary to JSON (engine/messages.py): a record without a
     # required field should be reported as ValueError naming it, like the other checks.
     data = ok_result().to_dict()
     del data[missing]

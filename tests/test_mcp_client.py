@@ -1,4 +1,4 @@
-"""Tools of external MCP servers (engine/mcp_client.py), with a REAL server subprocess.
+"""Tools of external MCP servers (engine/mcp/client.py), with a REAL server subprocess.
 
 The tests start tests/mcp_servers/notes_server.py (an MCP server written with the SDK; one test
 uses refusing_server.py, whose tool fails with a message of its own) over stdio; nothing is

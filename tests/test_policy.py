@@ -1807,7 +1807,7 @@ def test_lint_notes_that_require_isolation_denies_commands_without_bubblewrap() 
     shadowed = lint_text("version = 1\nshadow = true\n[process]\nrequire_isolation = true\n")
     note = [f for f in shadowed if f.key == "process.require_isolation"]
     assert len(note) == 1
-    assert "in shadow mode they run anyway, with a warning" in note[0].message
+    assert "shadow mode does not soften this" in note[0].message
     assert lint_text("version = 1\n[process]\nrequire_isolation = false\n") == []
 
 
@@ -1873,15 +1873,14 @@ def test_require_isolation_is_about_commands_only() -> None:
     assert effect_rule(decide(policy, call())) == ("allow", None)
 
 
-def test_require_isolation_in_shadow_mode_is_a_warning() -> None:
+def test_require_isolation_holds_in_shadow_mode() -> None:
+    """Shadow mode trials the rules; it never lets a command run without the box the policy
+    requires (a command run unboxed could do anything, warning or not)."""
     policy = make_policy(ANY_COMMAND, shadow=True, process={"require_isolation": True})
-    decision = decide(policy, run("ls", isolated=False))
-    assert (decision.effect, decision.rule, decision.shadow) == (
-        Effect.WARN,
-        "require-isolation",
-        True,
-    )
-    assert decision.reason == f"shadow mode: would be denied ({ISOLATION_REASON})"
+    for decide_ in (policy.decide, policy.decide_with_casbin):
+        decision = decide_(run("ls", isolated=False))
+        assert (decision.effect, decision.rule) == (Effect.DENY, "require-isolation")
+        assert decision.reason == ISOLATION_REASON
 
 
 def test_a_hand_made_request_is_not_isolated() -> None:

@@ -1,5 +1,6 @@
-"""OpenTelemetry tracing (engine/tracing.py and its hooks in engine/engine.py), end to end with the
-real OpenTelemetry SDK: real tracer providers, real processors, real exporters, a real `Engine`.
+"""OpenTelemetry tracing (engine/observe/tracing.py, fed by the engine's observers), end to end
+with the real OpenTelemetry SDK: real tracer providers, real processors, real exporters, a real
+`Engine`.
 
 What a user of the traces relies on, and so what is tested here:
 
@@ -1062,3 +1063,42 @@ async def test_an_engine_without_a_tracer_provider_makes_no_spans(
     (own,) = exporter.get_finished_spans()
     assert own.name == "tool work"
     assert own.parent is None
+
+
+# -- the current span is given back whatever happens -----------------------------------------------
+
+
+async def test_an_approver_that_interrupts_leaves_no_span_current(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """Ctrl-C at an approval prompt ends the call abruptly; the call's span must not stay the
+    current one, or every later call (and span) would nest under it."""
+    provider, _ = traced
+
+    def interrupted(call: ToolCall, decision: Any) -> bool:
+        raise KeyboardInterrupt
+
+    engine = make_engine(
+        provider,
+        echo,
+        policy=Policy.from_dict({"rules": [{"id": "ask", "effect": "ask", "tools": ["echo"]}]}),
+        approver=interrupted,
+    )
+    before = trace.get_current_span()
+    with pytest.raises(KeyboardInterrupt):
+        await engine.call(ToolCall(name="echo", arguments={"text": "hi"}))
+    assert trace.get_current_span() is before
+
+
+async def test_the_same_call_object_run_twice_at_once_ends_two_spans(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    provider, exporter = traced
+    engine = make_engine(provider, echo)
+    call = ToolCall(name="echo", arguments={"text": "twice"})
+    with caplog.at_level(logging.ERROR):
+        await asyncio.gather(engine.call(call), engine.call(call))
+    assert len(exporter.get_finished_spans()) == 2
+    assert not [r for r in caplog.records if "detach" in r.getMessage()]
+    no_open_spans(engine)

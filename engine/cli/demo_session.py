@@ -198,6 +198,7 @@ class DemoReport:
     workspace: Path | None = None
     audit: Path | None = None
     traces: Path | None = None
+    isolated: bool = False  # what the engine found: commands ran under bubblewrap
 
     @property
     def passed(self) -> bool:
@@ -273,6 +274,7 @@ async def run_demo(
     report.audit, report.traces = session.audit_path, session.traces_path
     async with session:
         engine = session.engine
+        report.isolated = (await engine.isolation()).available
         with engine.run_span("demo", agent="scripted untrusted agent"):
 
             async def one(label: str, expected: Status, name: str, arguments: Any) -> None:

@@ -96,15 +96,16 @@ class Session:
                 from stockade.engine.observe.tracing import tracer_provider
 
                 self.provider = tracer_provider("jsonl", path=state / "traces.jsonl")
+                opened.callback(self.provider.shutdown)
+            self.engine = Engine(
+                self.toolkit,
+                policy=policy,
+                fs=self.fs,
+                audit=self.audit,
+                tracer_provider=self.provider,
+                approver=approver,
+            )
             opened.pop_all()  # everything opened: the session owns it now
-        self.engine = Engine(
-            self.toolkit,
-            policy=policy,
-            fs=self.fs,
-            audit=self.audit,
-            tracer_provider=self.provider,
-            approver=approver,
-        )
 
     @property
     def audit_path(self) -> Path | None:
@@ -138,14 +139,16 @@ class Session:
     def close(self) -> None:
         """Close the file system, the audit log and the traces, writing what waits. Safe to
         call twice."""
+        provider, self.provider = self.provider, None
         try:
             self.fs.close()
         finally:
-            if self.audit is not None:
-                self.audit.close()
-            if self.provider is not None:
-                self.provider.shutdown()
-                self.provider = None
+            try:
+                if self.audit is not None:
+                    self.audit.close()
+            finally:
+                if provider is not None:
+                    provider.shutdown()
 
 
 __all__ = ["Session", "mounts_of", "parse_mount", "standard_toolkit"]

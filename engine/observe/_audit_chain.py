@@ -9,6 +9,7 @@ in front of it can be collected, and its finaliser still writes what is waiting 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -88,14 +89,14 @@ class Chain:
         pending = self.pending
         seq, prev = self._seq, self._prev.encode()
         lines: list[bytes] = []
-        add, dumps, fresh = lines.append, orjson.dumps, _SHA256.copy
+        add, dumps, fresh = lines.append, _dumps, _SHA256.copy
         # as many as are waiting now; what others append meanwhile waits for the next write
         for _ in range(len(pending)):
             seq += 1
             body = b'{"seq":%d,"prev":"%s",%s' % (
                 seq,
                 prev,
-                dumps(pending.popleft(), default=str)[1:-1],
+                dumps(pending.popleft())[1:-1],
             )
             digest = fresh()  # a copy of a ready sha256 is cheaper than a new one (OpenSSL 3)
             digest.update(body)
@@ -115,7 +116,13 @@ class Chain:
         self._seq, self._prev = seq, prev.decode()
         self._size += len(out)
         if self._size >= self.rotate_bytes:
-            self._rotate()
+            try:
+                self._rotate()
+            except OSError as exc:
+                raise AuditError(
+                    f"cannot rotate the audit log {self.path}: {exc.strerror}; records go on "
+                    "into it until it can be"
+                ) from exc
 
     def _rotate(self) -> None:
         os.close(self._fd)
@@ -185,6 +192,22 @@ def _read_end(path: Path, size: int = 1 << 20) -> bytes:
         end = handle.tell()
         handle.seek(max(0, end - size))
         return handle.read()
+
+
+def _dumps(entry: Mapping[str, Any]) -> bytes:
+    """A record as JSON, whatever it holds: what orjson cannot write (an integer past 64 bits,
+    nesting past 254 levels) goes through the standard library, and what nothing can write is
+    kept as its text, so one odd record never costs the ones around it."""
+    try:
+        return orjson.dumps(entry, default=str)
+    except (TypeError, orjson.JSONEncodeError):
+        pass
+    try:
+        return json.dumps(entry, default=str, ensure_ascii=False, separators=(",", ":")).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        kept = {"kind": str(entry.get("kind")), "time": entry.get("time"), "unwritable": repr(exc)}
+        kept["text"] = repr(dict(entry))[:4000]
+        return orjson.dumps(kept, default=str)
 
 
 def rotated_files(path: Path) -> list[Path]:

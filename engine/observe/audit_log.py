@@ -137,7 +137,7 @@ def _flush_loop(chain: Chain, wake: threading.Event, delay: float) -> None:
         wake.wait(delay)
         try:
             chain.write_waiting()
-        except AuditError as exc:
+        except Exception as exc:  # the flusher must outlive any one failure
             if not chain.failing:  # said once, not every 0.2 s
                 chain_log.error("%s", exc)
             chain.failing = True

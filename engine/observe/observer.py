@@ -73,21 +73,33 @@ class Observers:
             tracer = CallTracer(provider, record_content=record_content)
         return cls(audit, tracer, others)
 
-    def began(self, call: ToolCall, description: str | None, *, current: bool) -> None:
+    def began(self, call: ToolCall, description: str | None, *, current: bool) -> object:
+        """Tell of a call that begins; returns what to give `leave` when it is over (the
+        tracer's token of the span it made current), or None."""
+        token = None
         if self._tracer is not None:
-            self._tracer.began(call, description, current=current)
+            token = self._tell(self._tracer, self._tracer.began, call, description, current=current)
         for observer in self._others:
             self._tell(observer, observer.began, call, description, current=current)
+        return token
+
+    def leave(self, token: object) -> None:
+        """The call `began` returned ``token`` for is over, whatever happened to it."""
+        if token is not None and self._tracer is not None:
+            self._tell(self._tracer, self._tracer.leave, token)
 
     def decided(self, call: ToolCall, request: Request, decision: Decision) -> Decision:
         """Record the decision; returns it, or a denial when the audit log cannot keep it."""
         if self._audit is not None:
             try:
                 self._audit.append(intent_record(call, request, decision))
-            except AuditError as exc:  # nothing runs that the audit log cannot keep
-                decision = Decision(Effect.DENY, "audit", str(exc), "call", None)
+            except Exception as exc:  # nothing runs that the audit log cannot keep
+                reason = (
+                    str(exc) if isinstance(exc, AuditError) else f"the audit log failed: {exc!r}"
+                )
+                decision = Decision(Effect.DENY, "audit", reason, "call", None)
         if self._tracer is not None:
-            self._tracer.decided(call, request, decision)
+            self._tell(self._tracer, self._tracer.decided, call, request, decision)
         for observer in self._others:
             self._tell(observer, observer.decided, call, request, decision)
         return decision
@@ -96,10 +108,10 @@ class Observers:
         if self._audit is not None:
             try:
                 self._audit.append(outcome_record(call, result))
-            except AuditError as exc:
+            except Exception as exc:  # reported; the call's result stands
                 log.error("call %s was not audited: %s", call.id, exc)
         if self._tracer is not None:
-            self._tracer.ended(call, result)
+            self._tell(self._tracer, self._tracer.ended, call, result)
         for observer in self._others:
             self._tell(observer, observer.ended, call, result)
 
@@ -112,10 +124,13 @@ class Observers:
         with self._tracer.run(name, attributes):
             yield
 
-    def _tell(self, observer: CallObserver, hook: Any, *args: Any, **kwargs: Any) -> None:
+    def _tell(self, observer: object, hook: Any, *args: Any, **kwargs: Any) -> Any:
+        """``hook(...)``, whose failure is logged (once per observer), never raised into a
+        call."""
         try:
-            hook(*args, **kwargs)
+            return hook(*args, **kwargs)
         except Exception:
             if id(observer) not in self._failed:
                 self._failed.add(id(observer))
                 log.exception("observer %r failed; calls are unaffected", observer)
+            return None

@@ -228,12 +228,15 @@ class CallTracer:
     def __init__(self, provider: TracerProvider, *, record_content: bool = False) -> None:
         self.tracer = provider.get_tracer("stockade")
         self.record_content = record_content
-        # id(ToolCall) -> its span (and the token that made it current), until its result
-        self.spans: dict[int, tuple[Span, Token[Context] | None]] = {}
+        # id(ToolCall) -> the spans of that call object still waiting for their results (one,
+        # unless a caller runs the same ToolCall twice at once)
+        self.spans: dict[int, list[Span]] = {}
 
-    def began(self, call: ToolCall, description: str | None, *, current: bool) -> None:
-        """Open the span of ``call``; with ``current`` it is the current span until the call
-        ends (the engine ends it in the same task)."""
+    def began(
+        self, call: ToolCall, description: str | None, *, current: bool
+    ) -> Token[Context] | None:
+        """Open the span of ``call``; with ``current`` it is made the current span, and the
+        token to give `leave` when the call is over is returned."""
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.name,
@@ -248,15 +251,20 @@ class CallTracer:
         span = self.tracer.start_span(
             f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=attributes
         )
-        token = context_api.attach(trace.set_span_in_context(span)) if current else None
-        self.spans[id(call)] = (span, token)
+        self.spans.setdefault(id(call), []).append(span)
+        return context_api.attach(trace.set_span_in_context(span)) if current else None
+
+    @staticmethod
+    def leave(token: Token[Context]) -> None:
+        """The span `began` made current is current no more."""
+        context_api.detach(token)
 
     def decided(self, call: ToolCall, request: Request, decision: Decision) -> None:
         """What the policy was asked and answered."""
-        entry = self.spans.get(id(call))
-        if entry is None:
+        open_spans = self.spans.get(id(call))
+        if not open_spans:
             return
-        span = entry[0]
+        span = open_spans[-1]
         span.set_attribute("stockade.decision.effect", decision.effect.value)
         if decision.rule is not None:
             span.set_attribute("stockade.decision.rule", decision.rule)
@@ -269,18 +277,16 @@ class CallTracer:
 
     def ended(self, call: ToolCall, result: ToolResult) -> None:
         """Close the span of ``call`` with how it ended."""
-        entry = self.spans.pop(id(call), None)
-        if entry is None:
+        open_spans = self.spans.get(id(call))
+        if not open_spans:
             # ended before it began (cancelled while waiting), or an external call's final
             # result: it gets a span of its own, so every result is in the trace
             self.began(call, None, current=False)
-            entry = self.spans.pop(id(call))
-        span, token = entry
-        try:
-            self._close(span, result)
-        finally:
-            if token is not None:
-                context_api.detach(token)
+            open_spans = self.spans[id(call)]
+        span = open_spans.pop()
+        if not open_spans:
+            del self.spans[id(call)]
+        self._close(span, result)
 
     def _close(self, span: Span, result: ToolResult) -> None:
         span.set_attribute("stockade.status", result.status)

@@ -3,20 +3,21 @@
 One loop serves `Engine.call` and `Engine.stream`. Whatever the tool is (a coroutine function,
 a plain function run in a worker thread, a generator of either kind), an attempt runs it to the
 end and returns its value; a generator's items are turned into content as they come and, when
-the call is streamed, handed to ``deliver`` at once. A failed attempt is retried only while
-nothing has been delivered, so a consumer never sees a chunk twice.
+the call is streamed, handed to ``deliver`` at once (as are the tool's `Emitter` chunks). A
+failed attempt is retried only while nothing has been delivered, so a consumer never sees a
+chunk twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import inspect
 import logging
 import random
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, cast
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 from stockade.engine.content import Block, merge_blocks, to_content
 from stockade.engine.errors import ToolTimeoutError
@@ -27,8 +28,22 @@ from stockade.engine.pipeline._workers import WorkerPool
 from stockade.engine.tools import Mode, RetryPolicy
 
 log = logging.getLogger("stockade.engine")
+T = TypeVar("T")
 
-Deliver = Callable[[list[Block]], None]
+
+class Delivery:
+    """Where a streamed call's chunks go as they come (generator items and `Emitter` progress
+    alike), and how many went: an attempt is retried only while none has."""
+
+    __slots__ = ("_put", "sent")
+
+    def __init__(self, put: Callable[[list[Block]], None]) -> None:
+        self._put = put
+        self.sent = 0
+
+    def __call__(self, blocks: list[Block]) -> None:
+        self.sent += 1
+        self._put(blocks)
 
 
 class Attempts:
@@ -56,39 +71,38 @@ class Attempts:
             self._pool = None
 
     async def run(
-        self, admitted: Admitted, limit_s: float, deliver: Deliver | None = None
+        self, admitted: Admitted, limit_s: float, deliver: Delivery | None = None
     ) -> tuple[Any, int]:
         """The value of the first attempt that succeeds, and how many attempts it took; raises
         `RunFailed` when the last one fails, and re-raises the caller's own cancellation."""
         watchdog = self.watchdog()
-        delivered: list[Block] | None = [] if deliver is not None else None
         attempt = 0
         while True:
             attempt += 1
             deadline = watchdog.arm(limit_s)
+            error: BaseException | None = None
             try:
-                value = await self._attempt(admitted, deliver, delivered)
+                value = await self._attempt(admitted, deliver)
             except asyncio.CancelledError:
                 if not deadline.stop():
                     raise
-                error: BaseException = self._timed_out(admitted, limit_s)
+                error = self._timed_out(admitted, limit_s)
             except (Exception, SystemExit) as exc:
                 deadline.stop()
                 error = exc
             else:
                 deadline.stop()
-                if deadline.cancel_requested():
-                    # the caller was cancelled while the tool ran, and the tool swallowed the
-                    # CancelledError: deliver it anyway, cancellation must never be lost
-                    raise asyncio.CancelledError
+            if deadline.cancel_requested():
+                # the caller was cancelled while the tool ran, and the tool swallowed the
+                # CancelledError (or turned it into an error): cancellation must never be lost
+                raise asyncio.CancelledError
+            if error is None:
                 return value, attempt
-            if delivered:
+            if deliver is not None and deliver.sent:
                 raise RunFailed(error, attempt, _status(error))
             await self._backoff(admitted, error, attempt)
 
-    def _attempt(
-        self, admitted: Admitted, deliver: Deliver | None, delivered: list[Block] | None
-    ) -> Any:
+    def _attempt(self, admitted: Admitted, deliver: Delivery | None) -> Any:
         """The awaitable that does one attempt's work, by how the tool runs."""
         tool = admitted.tool
         mode = tool.mode
@@ -97,12 +111,11 @@ class Attempts:
         if mode is Mode.SYNC:
             return self._sync(admitted)
         if mode is Mode.ASYNC_GEN:
-            agen = tool.invoke(admitted.kwargs, admitted.ctx)
-            return _drain_async(agen, deliver, delivered)
+            return _drain_async(tool.invoke(admitted.kwargs, admitted.ctx), deliver)
         if deliver is None:  # nobody waits for the items: one trip to a worker thread
             return self.in_thread(_drain_sync, tool.invoke, admitted.kwargs, admitted.ctx)
         gen = tool.invoke(admitted.kwargs, admitted.ctx)  # creating it runs nothing
-        return self._step_sync(gen, deliver, cast(list[Block], delivered))
+        return self._step_sync(gen, deliver)
 
     async def _sync(self, admitted: Admitted) -> Any:
         value = await self.in_thread(admitted.tool.invoke, admitted.kwargs, admitted.ctx)
@@ -110,20 +123,27 @@ class Attempts:
             value = await value  # a sync callable that returned a coroutine
         return value
 
-    async def _step_sync(
-        self, gen: Iterator[Any], deliver: Deliver, delivered: list[Block]
-    ) -> list[Block]:
-        """A sync generator streamed: each step in a worker thread, each item delivered."""
+    async def _step_sync(self, gen: Iterator[Any], deliver: Delivery) -> list[Block]:
+        """A sync generator streamed: each step in a worker thread, each item delivered. A
+        generator cannot be closed while a step runs, so one stopped mid-step (a timeout, a
+        cancellation) is closed by the thread once that step returns."""
+        collected: list[Block] = []
+        step: Future[tuple[bool, Any]] | None = None
         try:
             while True:
-                done, item = await self.in_thread(_next_or_done, gen)
+                step = self._submit(_next_or_done, gen)
+                done, item = await asyncio.wrap_future(step)
                 if done:
-                    return merge_blocks(delivered)
+                    return merge_blocks(collected)
                 blocks = to_content(item)
-                delivered.extend(blocks)
+                collected.extend(blocks)
                 deliver(blocks)
         finally:
-            await self.in_thread(getattr(gen, "close", _nothing))
+            if step is not None and not step.done():
+                closing = getattr(gen, "close", _nothing)
+                step.add_done_callback(lambda _: self._submit(closing))
+            else:
+                await self.in_thread(getattr(gen, "close", _nothing))
 
     def _timed_out(self, admitted: Admitted, limit_s: float) -> ToolTimeoutError:
         if admitted.tool.mode in (Mode.SYNC, Mode.SYNC_GEN):
@@ -149,23 +169,21 @@ class Attempts:
 
     def in_thread(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         """``fn(*args)`` in a worker thread, with the caller's context variables."""
+        return asyncio.wrap_future(self._submit(fn, *args))
+
+    def _submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         pool = self._pool
         if pool is None:
             pool = self._pool = WorkerPool(self._max_workers)
-        context = contextvars.copy_context()
-        return asyncio.get_running_loop().run_in_executor(
-            pool, functools.partial(context.run, fn, *args)
-        )
+        return pool.submit(contextvars.copy_context().run, fn, *args)
 
 
 def _status(error: BaseException) -> Status:
     return "timeout" if isinstance(error, ToolTimeoutError) else "error"
 
 
-async def _drain_async(
-    agen: AsyncIterator[Any], deliver: Deliver | None, delivered: list[Block] | None
-) -> list[Block]:
-    collected: list[Block] = delivered if delivered is not None else []
+async def _drain_async(agen: AsyncIterator[Any], deliver: Delivery | None) -> list[Block]:
+    collected: list[Block] = []
     try:
         async for item in agen:
             blocks = to_content(item)

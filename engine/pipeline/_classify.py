@@ -27,12 +27,13 @@ _MAX_CACHED = 4096
 class Classifier:
     """Builds the `Request` of each call for one engine (its policy and file system)."""
 
-    __slots__ = ("_cache", "fs", "policy", "trusted")
+    __slots__ = ("_cache", "_private", "fs", "policy", "trusted")
 
     def __init__(self, policy: Policy, fs: VirtualFS | None) -> None:
         self.policy = policy
         self.fs = fs
         self.trusted = policy.trusted_origins
+        self._private = _box_private(fs)
         # calls of a tool without paths or a command are all alike for the policy
         self._cache: dict[tuple[RegisteredTool, str], Request] = {}
 
@@ -62,7 +63,7 @@ class Classifier:
                     spec.path_space == "host",
                 )
             return request
-        private = BOX_PRIVATE_PATHS if isolated and spec.command is not None else ()
+        private = self._private if isolated and spec.command is not None else ()
         paths: list[tuple[str, Access]] = []
         for name, access in spec.paths.items():
             value = kwargs.get(name)
@@ -129,6 +130,18 @@ class Classifier:
             # the spelling, and let the tool report the real error when it runs
             return [_canonical(path)]
         return [name] if name == target else [name, target]
+
+
+def _box_private(fs: VirtualFS | None) -> tuple[str, ...]:
+    """The folders a boxed run has to itself, but those a mount of ``fs`` lies in (or over): the
+    box binds each host mount at its prefix, so a mount at /tmp/shared puts the host's files
+    inside the box's /tmp, and there every path is judged."""
+    prefixes = [m.prefix for m in fs.mounts] if fs is not None else []
+    return tuple(
+        folder
+        for folder in BOX_PRIVATE_PATHS
+        if not any(_within(p, (folder,)) or _within(folder, (p,)) for p in prefixes)
+    )
 
 
 def _within(path: str, folders: tuple[str, ...]) -> bool:

@@ -63,8 +63,10 @@ async def ask(admitted: Admitted, policy: Policy, approver: Approver | None) -> 
     asked = admitted.decision
     if approver is None:
         admitted.decision = policy.unanswered(asked)
-        if admitted.decision.effect is Effect.DENY:
-            admitted.note().approval = "refused"  # nobody could say yes
+        # nobody could say yes: a refusal, or in shadow mode a call that runs unasked (either
+        # way the outcome record says what became of the ask)
+        denied = admitted.decision.effect is Effect.DENY
+        admitted.note().approval = "refused" if denied else "unanswered"
         return
     verdict = ""
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from time import perf_counter
 from typing import Any
 
@@ -88,15 +89,24 @@ def capped(content: list[Block], limit: int, admitted: Admitted) -> list[Block]:
 
 
 def postprocessed(admitted: Admitted, result: ToolResult) -> ToolResult:
-    """The tool's postprocess hook applied; a hook that fails turns the result into an error.
-    A replacement keeps the engine's decision and notes: the hook may change what the caller
-    reads, not what the engine decided and noted."""
+    """The tool's postprocess hook applied to a copy of ``result``; a hook that fails turns the
+    result into an error. The hook may change what the caller reads (the content, and metadata
+    of the tool's own); the status, the error and every fact of the engine's (the call, the
+    decision, the attempts, the notes) stay the run's, so the audit log and the trace record
+    what happened rather than what a hook says."""
     tool = admitted.tool
     hook = tool.postprocess
     if hook is None:
         return result
+    shown = replace(
+        result,
+        content=list(result.content),
+        metadata=dict(result.metadata),
+        notes=result.notes.copy() if result.notes is not None else None,
+        tool_metadata=dict(result.tool_metadata),
+    )
     try:
-        replaced = hook(admitted.call, result)
+        replaced = hook(admitted.call, shown)
     except Exception as exc:
         result.status = "error"
         result.error = ErrorInfo(
@@ -104,7 +114,7 @@ def postprocessed(admitted: Admitted, result: ToolResult) -> ToolResult:
         )
         return result
     if replaced is None:
-        return result
+        replaced = shown
     if not isinstance(replaced, ToolResult):
         result.status = "error"
         result.error = ErrorInfo(
@@ -113,9 +123,15 @@ def postprocessed(admitted: Admitted, result: ToolResult) -> ToolResult:
             "not a ToolResult or None",
         )
         return result
-    replaced.decision = admitted.decision
-    replaced.notes = admitted.notes
-    return replaced
+    if (replaced.status, replaced.error) != (result.status, result.error):
+        admitted.warn(
+            f"the postprocess hook of {tool.name!r} gave the status {replaced.status!r}; the "
+            f"run's, {result.status!r}, stands"
+        )
+    result.content = replaced.content
+    result.metadata = merged_metadata(replaced.metadata, admitted.notes)
+    result.notes = admitted.notes
+    return result
 
 
 def failure(

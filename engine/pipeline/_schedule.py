@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from stockade.engine.messages import ToolCall
 from stockade.engine.pipeline._deadline import Watchdog
 from stockade.engine.tools import RegisteredTool
 from stockade.policies import Policy
@@ -123,6 +124,25 @@ class Gates:
                     gate = self._gates[key] = asyncio.Semaphore(cap)
                 gates.append(gate)
         return gates
+
+
+def batches(calls: Sequence[ToolCall], alone: Callable[[ToolCall], bool]) -> list[list[int]]:
+    """The positions of ``calls`` grouped as `Engine.call_many` runs them, in order: consecutive
+    calls that may share the engine run together; a call that must run ``alone`` runs by
+    itself, after those before it."""
+    groups: list[list[int]] = []
+    sharing: list[int] = []
+    for index, call in enumerate(calls):
+        if not alone(call):
+            sharing.append(index)
+            continue
+        if sharing:
+            groups.append(sharing)
+            sharing = []
+        groups.append([index])
+    if sharing:
+        groups.append(sharing)
+    return groups
 
 
 NO_GATES: tuple[asyncio.Semaphore, ...] = ()  # what a call holds when the policy sets no caps

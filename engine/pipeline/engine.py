@@ -2,13 +2,11 @@
 
     resolve -> validate -> classify -> decide -> schedule -> run -> result -> record
 
-`Engine` only orchestrates; each step with substance has its module beside this one
-(``_validate``, ``_classify``, ``_decide``, ``_schedule``, ``_attempts``, ``_results``) and the
-record step is the observers' (the audit log, tracing). `call` runs the steps in line (it is the
-hot path, measured in benchmarks/); `stream` runs the same steps and the same attempt loop but
-delivers chunks while the tool works; `call_many` and `submit` are built on `call`. A tool's
-failure of any kind becomes a `ToolResult`; only the caller's own cancellation propagates (after
-the cancelled call is recorded).
+`Engine` only orchestrates: each step with substance has its module beside this one, and
+recording is the observers' (audit log, tracing). `call` runs the steps in line (the hot path,
+measured in benchmarks/); `stream` runs the same steps and attempt loop, delivering chunks as
+the tool works. A tool's failure of any kind becomes a `ToolResult`; only the caller's own
+cancellation propagates, after the cancelled call is recorded.
 """
 
 from __future__ import annotations
@@ -34,10 +32,10 @@ from stockade.engine.messages import ErrorInfo, ToolCall, ToolChunk, ToolResult
 from stockade.engine.observe.audit_log import AuditLog
 from stockade.engine.observe.observer import CallObserver, Observers
 from stockade.engine.pipeline import _results as results
-from stockade.engine.pipeline._attempts import Attempts
+from stockade.engine.pipeline._attempts import Attempts, Delivery
 from stockade.engine.pipeline._classify import Classifier
 from stockade.engine.pipeline._decide import Approver, ask, decide, warned
-from stockade.engine.pipeline._schedule import Admission
+from stockade.engine.pipeline._schedule import Admission, batches
 from stockade.engine.pipeline._state import Admitted, RunFailed
 from stockade.engine.pipeline._validate import ignored_warning, validate
 from stockade.engine.pipeline.history import CallContext
@@ -57,18 +55,15 @@ class Engine:
 
     ``policy`` decides every call (the ``default`` preset when none is given) and sets the
     concurrency limits. ``context`` objects are injected by type (agent level: beats the
-    toolkit's, loses to a call's). ``approver(call, decision)`` answers "ask" decisions (it may
-    be async; raising `PermissionDeniedError` refuses with that message as the reason); a call
-    may bring its own. Without one, the policy says what an unanswered "ask" becomes (a denial).
-    ``audit`` keeps an intent and an outcome record of every call (a call whose intent cannot be
-    written is denied). ``tracer_provider`` gets one OpenTelemetry span per call (arguments and
-    results in it only with ``record_content``, redacted); `run_span` opens a parent span for
-    many. ``observers`` hear every call too (see `CallObserver`). ``bubblewrap`` is what this
-    machine offers for boxing commands; when not given it is probed once, off the event loop,
-    before the first command call. ``default_timeout`` applies to tools that declare none;
-    ``retry`` is the policy for tools that declare none. Sync tools run in a pool of
-    ``max_workers`` threads. Use as ``async with Engine(...) as engine:`` or call `aclose` to stop
-    submitted calls and worker threads.
+    toolkit's, loses to a call's). ``approver(call, decision)`` answers "ask" decisions (sync or
+    async; raising `PermissionDeniedError` refuses, saying why); a call may bring its own.
+    ``audit`` keeps an intent and an outcome record of every call (one whose intent cannot be
+    written is denied); ``tracer_provider`` gets a span per call (content only with
+    ``record_content``, redacted); ``observers`` hear every call too. ``bubblewrap`` is what
+    this machine offers for boxing commands (probed once, off the loop, when not given).
+    ``default_timeout`` and ``retry`` apply to tools that declare none; sync tools run in
+    ``max_workers`` threads. Use ``async with Engine(...)``, or `aclose`, to stop submitted
+    calls and the threads.
     """
 
     def __init__(
@@ -103,12 +98,15 @@ class Engine:
         self.audit = audit
         self.fs = fs
         self.context = ContextLevel(context)
-        # the file system is how file tools reach files: injected by type like any context;
-        # how commands may run (isolation, network, limits) is the policy's to say
+        # What the engine judges calls by and runs them with: the file system, how commands
+        # run (the policy's [process] table) and the machine's bubblewrap. Injected by type like
+        # any context, but first in every chain, so no call can hand a tool other ones than
+        # those its call was judged by.
+        self._own = ContextLevel()
         if fs is not None:
-            self.context.put(fs, VirtualFS)
-        self.context.put(self.policy.process, ProcessSpec)
-        self._chain = (self.context, toolkit.context)
+            self._own.put(fs, VirtualFS)
+        self._own.put(self.policy.process, ProcessSpec)
+        self._chain = (self._own, self.context, toolkit.context)
         self.default_timeout = default_timeout
         self.max_argument_bytes = max_argument_bytes
         self.max_result_chars = max_result_chars
@@ -137,15 +135,24 @@ class Engine:
         started = perf_counter()
         self.calls.track(call)
         observers = self._observers
-        if observers is not None and observers.hears_begin:
-            # the call's span is current while it runs, so spans the tool makes nest under it
-            tool = self.toolkit.resolve(call.name)
-            observers.began(call, tool.description if tool else None, current=True)
+        if observers is None or not observers.hears_begin:
+            return await self._call(call, context, approver, started)
+        # the call's span is current while it runs, so spans the tool makes nest under it
+        tool = self.toolkit.resolve(call.name)
+        token = observers.began(call, tool.description if tool else None, current=True)
+        try:
+            return await self._call(call, context, approver, started)
+        finally:
+            observers.leave(token)  # whatever happened: a KeyboardInterrupt in an approver too
+
+    async def _call(
+        self, call: ToolCall, context: ContextLike, approver: Approver | None, started: float
+    ) -> ToolResult:
         admitted: Admitted | None = None
         try:
             outcome = self._admit(call, context, SILENT_EMITTER, started)
             if not isinstance(outcome, (Admitted, ToolResult)):
-                outcome = await outcome  # a probe or an approver to wait for
+                outcome = await outcome  # a probe to wait for
             if isinstance(outcome, ToolResult):
                 result = outcome
             else:
@@ -205,10 +212,11 @@ class Engine:
             tool = self.toolkit.resolve(call.name)
             self._observers.began(call, tool.description if tool else None, current=False)
         queue: asyncio.Queue[list[Block]] = asyncio.Queue()
+        delivery = Delivery(queue.put_nowait)  # the tool's chunks and its progress alike
         admitted: Admitted | None = None
         result: ToolResult | None = None
         try:
-            outcome = self._admit(call, context, Emitter(queue.put_nowait), started)
+            outcome = self._admit(call, context, Emitter(delivery), started)
             if not isinstance(outcome, (Admitted, ToolResult)):
                 outcome = await outcome
             if isinstance(outcome, Admitted):
@@ -217,7 +225,8 @@ class Engine:
                     await ask(admitted, self.policy, approver or self.approver)
                 result = self._verdict(admitted, started)
                 if result is None:
-                    async with contextlib.aclosing(self._chunks(admitted, queue, started)) as run:
+                    chunks = self._chunks(admitted, queue, delivery, started)
+                    async with contextlib.aclosing(chunks) as run:
                         async for chunk in run:
                             if chunk.is_last:
                                 result = chunk.result
@@ -254,10 +263,11 @@ class Engine:
         """What this machine offers for boxing commands, probed once (off the event loop)."""
         if self._bubblewrap is not None:
             return self._bubblewrap
-        if self._probing is None:
-            self._probing = asyncio.get_running_loop().create_task(
-                asyncio.to_thread(Bubblewrap.probe)
-            )
+        loop = asyncio.get_running_loop()
+        if self._probing is None or self._probing.get_loop() is not loop:
+            # one probe for the calls that arrive while it runs (an engine used from another
+            # event loop later starts its own)
+            self._probing = loop.create_task(asyncio.to_thread(Bubblewrap.probe))
         found = await asyncio.shield(self._probing)
         if self._bubblewrap is None:
             self._use(found)
@@ -371,16 +381,17 @@ class Engine:
         return None
 
     def _levels(self, context: ContextLike) -> tuple[ContextLevel, ...]:
-        """The context chain, nearest first: call > engine (agent) > toolkit."""
+        """The context chain, nearest first: the engine's own objects, then call > engine
+        (agent) > toolkit."""
         if context is None:
             return self._chain
-        return (ContextLevel(context), *self._chain)
+        return (self._own, ContextLevel(context), self.context, self.toolkit.context)
 
     def _use(self, bubblewrap: Bubblewrap) -> None:
         """Take ``bubblewrap`` as the machine's answer: classify judges commands by it, and the
         command tools run by it (injected by type), so the two cannot disagree."""
         self._bubblewrap = bubblewrap
-        self.context.put(bubblewrap, Bubblewrap)
+        self._own.put(bubblewrap, Bubblewrap)
 
     # -- steps 5-7: schedule, run, result --------------------------------------------------------
 
@@ -410,7 +421,11 @@ class Engine:
         return results.success(admitted, started, value, attempts, self.max_result_chars)
 
     async def _chunks(
-        self, admitted: Admitted, queue: asyncio.Queue[list[Block]], started: float
+        self,
+        admitted: Admitted,
+        queue: asyncio.Queue[list[Block]],
+        delivery: Delivery,
+        started: float,
     ) -> AsyncGenerator[ToolChunk, None]:
         """Steps 5-7 for a streamed call: chunks as they come, then one chunk with the result."""
         call, tool = admitted.call, admitted.tool
@@ -426,7 +441,7 @@ class Engine:
             yield ToolChunk(call.id, tool.name, [], True, result)
             return
         loop = asyncio.get_running_loop()
-        producer = loop.create_task(self._attempts.run(admitted, timeout, queue.put_nowait))
+        producer = loop.create_task(self._attempts.run(admitted, timeout, delivery))
         getter: asyncio.Task[list[Block]] | None = None
         try:
             while True:
@@ -466,37 +481,29 @@ class Engine:
     async def _call_many(
         self, batch_calls: list[ToolCall], context: ContextLike
     ) -> list[ToolResult]:
-        results_: list[ToolResult | None] = [None] * len(batch_calls)
-        batch: list[int] = []
-
-        async def flush() -> None:
-            if len(batch) == 1:
-                results_[batch[0]] = await self.call(batch_calls[batch[0]], context=context)
-            elif batch:
-                done = await asyncio.gather(
-                    *(self.call(batch_calls[i], context=context) for i in batch)
-                )
-                for i, r in zip(batch, done, strict=True):
-                    results_[i] = r
-            batch.clear()
-
+        done: list[ToolResult | None] = [None] * len(batch_calls)
         started = perf_counter()
         try:
-            for index, item in enumerate(batch_calls):
-                tool = self.toolkit.resolve(item.name)
-                if tool is None or not self._admission.exclusive(tool, item.subject):
-                    batch.append(index)
+            for group in batches(batch_calls, self._runs_alone):
+                if len(group) == 1:
+                    done[group[0]] = await self.call(batch_calls[group[0]], context=context)
                     continue
-                await flush()
-                results_[index] = await self.call(item, context=context)
-            await flush()
+                ran = await asyncio.gather(
+                    *(self.call(batch_calls[i], context=context) for i in group)
+                )
+                for index, result in zip(group, ran, strict=True):
+                    done[index] = result
         except asyncio.CancelledError:
             for item in batch_calls:  # calls that never started are cancelled too
                 if self.calls.result(item.id) is None:
                     self.calls.track(item)
                     self._finish(item, results.cancelled(item, None, started))
             raise
-        return [r for r in results_ if r is not None]
+        return [r for r in done if r is not None]
+
+    def _runs_alone(self, call: ToolCall) -> bool:
+        tool = self.toolkit.resolve(call.name)
+        return tool is not None and self._admission.exclusive(tool, call.subject)
 
 
 __all__ = ["Approver", "Engine"]

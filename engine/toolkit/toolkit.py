@@ -404,7 +404,7 @@ class Toolkit:
         """Start an MCP server (``command=[...]``, over stdio) or connect to one (``url=``)
         and register its tools as ``mcp__{name}__{tool}``. Options: ``env``, ``cwd``,
         ``enable``/``disable`` (tool names), ``presets`` (per tool), ``group``, ``timeout_s``,
-        ``max_restarts``; see `engine.mcp_client`. Returns the `McpServer`, whose ``close``
+        ``max_restarts``; see `stockade.engine.mcp.client`. Returns the `McpServer`, whose ``close``
         stops it and removes its tools."""
         from stockade.engine.mcp.client import add_mcp_server  # the MCP SDK loads only when used
 
