@@ -70,7 +70,6 @@ class AuditLog:
         self.max_delay_s = max_delay_s
         self.rotate_bytes = rotate_bytes
         self._chain = Chain(self.path, durability=durability, rotate_bytes=rotate_bytes)
-        self._pending = self._chain.pending
         self._wake = threading.Event()
         if durability == "batch":
             threading.Thread(
@@ -97,7 +96,7 @@ class AuditLog:
         chain = self._chain
         if chain.closed:
             raise AuditError(f"the audit log {self.path} is closed; open a new AuditLog")
-        pending = self._pending
+        pending = chain.pending
         pending.append(entry)
         if len(pending) >= self.max_batch:
             chain.write_waiting()

@@ -73,20 +73,33 @@ class Observers:
             tracer = CallTracer(provider, record_content=record_content)
         return cls(audit, tracer, others)
 
+    # Each hook is called directly inside a try (no helper taking *args): this runs several
+    # times a call, and a span or an audit record must cost as little as it can.
+
     def began(self, call: ToolCall, description: str | None, *, current: bool) -> object:
         """Tell of a call that begins; returns what to give `leave` when it is over (the
         tracer's token of the span it made current), or None."""
         token = None
-        if self._tracer is not None:
-            token = self._tell(self._tracer, self._tracer.began, call, description, current=current)
+        tracer = self._tracer
+        if tracer is not None:
+            try:
+                token = tracer.began(call, description, current=current)
+            except Exception:
+                self._failed_once(tracer)
         for observer in self._others:
-            self._tell(observer, observer.began, call, description, current=current)
+            try:
+                observer.began(call, description, current=current)
+            except Exception:
+                self._failed_once(observer)
         return token
 
     def leave(self, token: object) -> None:
         """The call `began` returned ``token`` for is over, whatever happened to it."""
         if token is not None and self._tracer is not None:
-            self._tell(self._tracer, self._tracer.leave, token)
+            try:
+                self._tracer.leave(token)
+            except Exception:
+                self._failed_once(self._tracer)
 
     def decided(self, call: ToolCall, request: Request, decision: Decision) -> Decision:
         """Record the decision; returns it, or a denial when the audit log cannot keep it."""
@@ -98,10 +111,18 @@ class Observers:
                     str(exc) if isinstance(exc, AuditError) else f"the audit log failed: {exc!r}"
                 )
                 decision = Decision(Effect.DENY, "audit", reason, "call", None)
-        if self._tracer is not None:
-            self._tell(self._tracer, self._tracer.decided, call, request, decision)
-        for observer in self._others:
-            self._tell(observer, observer.decided, call, request, decision)
+        tracer = self._tracer
+        if tracer is not None:
+            try:
+                tracer.decided(call, request, decision)
+            except Exception:
+                self._failed_once(tracer)
+        if self._others:
+            for observer in self._others:
+                try:
+                    observer.decided(call, request, decision)
+                except Exception:
+                    self._failed_once(observer)
         return decision
 
     def ended(self, call: ToolCall, result: ToolResult) -> None:
@@ -110,10 +131,18 @@ class Observers:
                 self._audit.append(outcome_record(call, result))
             except Exception as exc:  # reported; the call's result stands
                 log.error("call %s was not audited: %s", call.id, exc)
-        if self._tracer is not None:
-            self._tell(self._tracer, self._tracer.ended, call, result)
-        for observer in self._others:
-            self._tell(observer, observer.ended, call, result)
+        tracer = self._tracer
+        if tracer is not None:
+            try:
+                tracer.ended(call, result)
+            except Exception:
+                self._failed_once(tracer)
+        if self._others:
+            for observer in self._others:
+                try:
+                    observer.ended(call, result)
+                except Exception:
+                    self._failed_once(observer)
 
     @contextlib.contextmanager
     def run(self, name: str, attributes: Mapping[str, Any]) -> Iterator[None]:
@@ -124,13 +153,8 @@ class Observers:
         with self._tracer.run(name, attributes):
             yield
 
-    def _tell(self, observer: object, hook: Any, *args: Any, **kwargs: Any) -> Any:
-        """``hook(...)``, whose failure is logged (once per observer), never raised into a
-        call."""
-        try:
-            return hook(*args, **kwargs)
-        except Exception:
-            if id(observer) not in self._failed:
-                self._failed.add(id(observer))
-                log.exception("observer %r failed; calls are unaffected", observer)
-            return None
+    def _failed_once(self, observer: object) -> None:
+        """Log an observer's failure (with its traceback), once per observer."""
+        if id(observer) not in self._failed:
+            self._failed.add(id(observer))
+            log.exception("observer %r failed; calls are unaffected", observer)

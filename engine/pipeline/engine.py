@@ -135,19 +135,11 @@ class Engine:
         started = perf_counter()
         self.calls.track(call)
         observers = self._observers
-        if observers is None or not observers.hears_begin:
-            return await self._call(call, context, approver, started)
-        # the call's span is current while it runs, so spans the tool makes nest under it
-        tool = self.toolkit.resolve(call.name)
-        token = observers.began(call, tool.description if tool else None, current=True)
-        try:
-            return await self._call(call, context, approver, started)
-        finally:
-            observers.leave(token)  # whatever happened: a KeyboardInterrupt in an approver too
-
-    async def _call(
-        self, call: ToolCall, context: ContextLike, approver: Approver | None, started: float
-    ) -> ToolResult:
+        token: object = None
+        if observers is not None and observers.hears_begin:
+            # the call's span is current while it runs, so spans the tool makes nest under it
+            tool = self.toolkit.resolve(call.name)
+            token = observers.began(call, tool.description if tool else None, current=True)
         admitted: Admitted | None = None
         try:
             outcome = self._admit(call, context, SILENT_EMITTER, started)
@@ -165,6 +157,9 @@ class Engine:
             raise
         except Exception as exc:  # a bug in Stockade itself: still answer, and say so loudly
             result = results.internal_error(call, admitted, exc, started)
+        finally:
+            if token is not None:  # whatever happened: a KeyboardInterrupt in an approver too
+                observers.leave(token)  # type: ignore[union-attr]
         self._finish(call, result)
         return result
 
