@@ -99,6 +99,34 @@ class Retry:
     delay_s: float
 
 
+@dataclass(slots=True, frozen=True)
+class ChangeNote:
+    """What became of one thing a command changed in its copy-on-write view: the path, the kind
+    of change (``added``, ``modified``, ``deleted``, ``created_dir``, ``mode``, ``link``,
+    ``special``), the file's bytes and sha256 before and after, whether it was applied to the
+    host, and, when not, the rule and the reason."""
+
+    path: str
+    kind: str
+    bytes: int | None
+    sha256_before: str | None
+    sha256_after: str | None
+    applied: bool
+    rule: str | None
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (empty fields left out)."""
+        shown: dict[str, Any] = {"path": self.path, "kind": self.kind, "applied": self.applied}
+        for key in ("bytes", "sha256_before", "sha256_after", "rule"):
+            value = getattr(self, key)
+            if value is not None:
+                shown[key] = value
+        if self.reason:
+            shown["reason"] = self.reason
+        return shown
+
+
 @dataclass(slots=True)
 class CallNotes:
     """What the engine knows of a call beyond its content, kept in typed fields that only the
@@ -109,7 +137,8 @@ class CallNotes:
     ``approval`` (the answer to an ask decision), ``retries``, ``ignored_arguments`` (preset
     names the call tried to set), ``truncated`` (characters of text and how many were kept),
     ``external`` (carried out outside the engine), ``dangerous_io`` (a tool on host paths). And
-    the typed reports it accepted from the tool's `ToolOutput`: ``file`` and ``process``.
+    the typed reports it accepted from the tool's `ToolOutput`: ``file`` and ``process``; and
+    ``changes``, what became of each thing a command changed in its copy-on-write view.
     ``approval`` is ``unanswered`` for a shadow-mode ask nobody could answer.
     """
 
@@ -122,6 +151,7 @@ class CallNotes:
     dangerous_io: bool = False
     file: FileReport | None = None
     process: ProcessReport | None = None
+    changes: list[ChangeNote] = field(default_factory=list)
 
     def copy(self) -> CallNotes:
         """A copy whose lists can be changed without changing these notes."""
@@ -130,6 +160,7 @@ class CallNotes:
             warnings=list(self.warnings),
             retries=list(self.retries),
             ignored_arguments=list(self.ignored_arguments),
+            changes=list(self.changes),
         )
 
     def as_metadata(self) -> dict[str, Any]:
@@ -153,6 +184,8 @@ class CallNotes:
             shown["external"] = True
         if self.dangerous_io:
             shown["dangerous_io"] = True
+        if self.changes:
+            shown["changes"] = [change.as_dict() for change in self.changes]
         return shown
 
 
@@ -164,6 +197,7 @@ ENGINE_KEYS = frozenset(
         "ignored_arguments",
         "external",
         "dangerous_io",
+        "changes",
     }
 )
 """Metadata keys that only the engine's notes fill: a tool's own values for them stay in

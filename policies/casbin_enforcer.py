@@ -27,7 +27,7 @@ from stockade.policies.dangerous_commands import BUILT_IN_IDS
 from stockade.policies.globs import wcmatch_paths
 from stockade.policies.policy_file import DangerousSpec
 from stockade.policies.rules import Atom, Rule
-from stockade.policies.ruleset import DANGEROUS_RULE, READ_ONLY_RULE
+from stockade.policies.ruleset import DANGEROUS_RULE, READ_ONLY_RULE, STATE_RULE
 
 if TYPE_CHECKING:
     import casbin
@@ -185,7 +185,8 @@ class CasbinMatcher:
 
     def __init__(self, enforcer: casbin.Enforcer, rules: Iterable[Rule]) -> None:
         self.enforcer = enforcer
-        self._by_id = {r.id: r for r in rules}
+        # by id and target: the dangerous-path id names two rules (see ruleset)
+        self._by_line = {(r.id, target_of(r)): r for r in rules}
 
     def first_match(self, atom: Atom) -> Rule | None:
         """The rule of the first casbin line that matches ``atom``, or None."""
@@ -194,7 +195,7 @@ class CasbinMatcher:
         )
         if not matched:
             return None
-        return self._by_id[decode_field(explain[6])]
+        return self._by_line[(decode_field(explain[6]), explain[4])]
 
 
 def lines_from_enforcer(enforcer: casbin.Enforcer) -> tuple[list[list[str]], list[list[str]]]:
@@ -213,10 +214,11 @@ def spec_from_lines(
     limits: Mapping[str, Any] | None,
     process: Mapping[str, Any] | None = None,
     host_files: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Policy data (shaped like the TOML file) from casbin policy and grouping lines. What
-    lines cannot hold (the default, shadow mode, limits, how commands run, the host-file tools)
-    is given."""
+) -> tuple[dict[str, Any], list[str]]:
+    """Policy data (shaped like the TOML file) from casbin policy and grouping lines, and the
+    patterns of Stockade's own files the lines protect (`Policy.protect`; not a part of a
+    file). What lines cannot hold (the default, shadow mode, limits, how commands run, the
+    host-file tools) is given."""
     rules: dict[str, dict[str, Any]] = {}
     data: dict[str, Any] = {
         "default": default,
@@ -248,7 +250,9 @@ def spec_from_lines(
             rule["read_only_tools"] = ro == "true"
         kind, _, encoded = target.partition(":")
         if kind in ("path", "ipath"):
-            rule["paths"] = json.loads(decode_field(encoded))
+            # the dangerous-path id names two rules (all access, changes only): one list back
+            paths = rule.setdefault("paths", [])
+            paths += [p for p in json.loads(decode_field(encoded)) if p not in paths]
         elif kind == "cmd":
             rule["commands"] = json.loads(decode_field(encoded))
     roles: dict[str, list[str]] = {}
@@ -256,10 +260,14 @@ def spec_from_lines(
         roles.setdefault(role, []).append(member)
     data["roles"] = roles
     user_rules = []
+    protected: list[str] = []
     for rule in rules.values():
         if rule["actions"] == ["*"]:
             rule["actions"] = []
-        if rule["id"] == READ_ONLY_RULE:
+        if rule["id"] == STATE_RULE:
+            # each protected path was written as itself and itself/**: keep the first form
+            protected = [p for p in rule["paths"] if not p.endswith("/**")]
+        elif rule["id"] == READ_ONLY_RULE:
             data["read_only"] = True
         elif rule["id"] == DANGEROUS_RULE:
             data["dangerous_paths"] = DangerousSpec(
@@ -271,4 +279,4 @@ def spec_from_lines(
     # lines without the list (written by hand, or by an older Stockade) check no commands
     data.setdefault("dangerous_commands", {"remove": list(BUILT_IN_IDS)})
     data["rules"] = user_rules
-    return data
+    return data, protected

@@ -37,6 +37,12 @@ class PatternError(StockadeError, ValueError):
     """A pattern that cannot be compiled."""
 
 
+def escape(path: str) -> str:
+    """``path`` as a pattern that matches exactly it: ``*``, ``?``, ``[`` and ``\\`` escaped
+    with a backslash (a real file's name may hold any of them)."""
+    return re.sub(r"([*?\[\\])", r"\\\1", path)
+
+
 def expand(pattern: str) -> list[str]:
     """A user's pattern in the form both matchers see: absolute (relative ones are taken from
     /workspace; ``**/...`` stays anchored anywhere), and ``dir/**`` also naming ``dir``."""

@@ -17,7 +17,7 @@ from stockade.policies.decision import Effect
 from stockade.policies.policy import Policy
 from stockade.policies.policy_file import PolicyError, parse
 from stockade.policies.rules import Rule
-from stockade.policies.ruleset import DANGEROUS_RULE, READ_ONLY_RULE
+from stockade.policies.ruleset import DANGEROUS_RULE, READ_ONLY_RULE, STATE_RULE
 from stockade.policies.source import SourceMap
 
 Severity = Literal["error", "warning", "info"]
@@ -168,7 +168,7 @@ def lint_text(text: str, *, source: str = "<text>") -> list[Finding]:
 
 
 def _is_user(rule: Rule) -> bool:
-    return rule.id not in (READ_ONLY_RULE, DANGEROUS_RULE)
+    return rule.id not in (READ_ONLY_RULE, DANGEROUS_RULE, STATE_RULE)
 
 
 def _label(rule: Rule) -> str:

@@ -12,12 +12,19 @@ in the request's private folders are not atoms: nothing else can see them. A too
 dangerous paths and the dangerous-command list can only make a decision stricter; in shadow mode
 a denial becomes a warning that says what would have been denied. Decisions are cached per
 request (requests are hashable). What an "ask" becomes when nobody can answer is `unanswered`.
+
+Stockade's own files (its audit log, traces, state folder, the policy file itself) are added
+with `Policy.protect`, which returns a policy with one more rule of Stockade's own, before every
+other: ``stockade-state``, deny, for every tool and access, matched like the protected paths
+(case-insensitively, anywhere the pattern says), and not softened by shadow mode (a trial of the
+rules is no reason to let an agent erase the record of the trial). An "ask" on a command that
+would run without isolation says so in its reason, so whoever answers knows what they allow.
 """
 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -48,6 +55,7 @@ from stockade.policies.ruleset import (
     READ_ONLY_RULE,
     REQUIRE_ISOLATION_REASON,
     REQUIRE_ISOLATION_RULE,
+    STATE_RULE,
     compile_dangerous_commands,
     compile_rules,
 )
@@ -63,26 +71,45 @@ __all__ = [
     "PRESETS",
     "READ_ONLY_RULE",
     "REQUIRE_ISOLATION_RULE",
+    "STATE_RULE",
+    "UNBOXED_NOTE",
     "CallLimits",
     "Policy",
 ]
 
 PRESETS = ("default", "read-only", "strict", "permissive")
 _DECISION_CACHE = 8192
+UNBOXED_NOTE = (
+    "; it would run WITHOUT isolation (no bubblewrap here), with your user's rights: it could "
+    "read, change or send anything you can"
+)
 
 
 class Policy:
-    """A compiled policy. Build it with `load`, `preset`, `from_dict` or `from_enforcer`."""
+    """A compiled policy. Build it with `load`, `preset`, `from_dict` or `from_enforcer`;
+    `protect` adds Stockade's own files. ``file`` is the file it was loaded from (resolved),
+    None when it came from elsewhere; ``protected`` the patterns `protect` added."""
 
-    def __init__(self, spec: PolicySpec, *, source: str = "<policy>", text: str | None = None):
+    def __init__(
+        self,
+        spec: PolicySpec,
+        *,
+        source: str = "<policy>",
+        text: str | None = None,
+        protected: Iterable[str] = (),
+        file: Path | None = None,
+    ):
         self.spec = spec
         self.source = source
+        self.file = file
+        self._text = text
+        self.protected: tuple[str, ...] = tuple(protected)
         self.default: Effect = spec.default_effect
         self._default_severity = self.default.severity
         self._default_reason = f"no rule matched; the policy's default is {self.default.value}"
         self.shadow = spec.shadow
         self.read_only = spec.read_only
-        self.rules = compile_rules(spec, source, text)
+        self.rules = compile_rules(spec, source, text, self.protected)
         self._compiled = CompiledRules(self.rules, spec.roles)
         self._dangerous_effect = Effect(spec.dangerous_paths.effect)
         self._decide_cached = lru_cache(maxsize=_DECISION_CACHE)(self.decide_uncached)
@@ -100,7 +127,7 @@ class Policy:
     def load(cls, path: str | Path) -> Policy:
         """Load a TOML policy file. Raises PolicyError naming file, line and key."""
         spec, text = read(Path(path))
-        return cls(spec, source=str(path), text=text)
+        return cls(spec, source=str(path), text=text, file=Path(path).resolve())
 
     @classmethod
     def preset(cls, name: str) -> Policy:
@@ -134,7 +161,7 @@ class Policy:
         adapter: a CSV file, a database). What lines cannot hold (the default, shadow mode,
         limits, the ``[process]`` and ``[host_files]`` tables) is given here."""
         lines, groups = lines_from_enforcer(enforcer)
-        data = spec_from_lines(
+        data, protected = spec_from_lines(
             lines,
             groups,
             default=default,
@@ -143,7 +170,33 @@ class Policy:
             process=process,
             host_files=host_files,
         )
-        return cls.from_dict(data, source=source)
+        return cls(parse(data, source=source), source=source, protected=protected)
+
+    def protect(self, patterns: Iterable[str]) -> Policy:
+        """This policy, with Stockade's own files protected: ``patterns`` (absolute logical or
+        host paths, glob syntax as in a rule's ``paths``; a literal ``*``, ``?``, ``[`` or ``\\``
+        escaped with a backslash, as `stockade.policies.globs.escape` does) are denied to every
+        tool and access, each with everything beneath it, by the ``stockade-state`` rule, before
+        any other rule and whatever the file says. Returns this policy when nothing is new."""
+        added: list[str] = []
+        for pattern in patterns:
+            if not pattern.startswith("/"):
+                raise PolicyError(
+                    f"cannot protect {pattern!r}: give an absolute path (a logical path such "
+                    "as /workspace/.stockade, or a host path)"
+                )
+            pattern = pattern.removesuffix("/**").rstrip("/") or "/"
+            if pattern not in self.protected and pattern not in added:
+                added.append(pattern)
+        if not added:
+            return self
+        return Policy(
+            self.spec,
+            source=self.source,
+            text=self._text,
+            protected=(*self.protected, *added),
+            file=self.file,
+        )
 
     @property
     def trusted_origins(self) -> frozenset[str]:
@@ -206,6 +259,8 @@ class Policy:
             decision = strictest(decision, self._tool_danger(request, self.atoms(request)))
         if host:
             decision = strictest(decision, self._host_files(request))
+        if action == "execute" and not isolated:
+            decision = _unboxed(decision)
         return self._shadowed(decision) if self.shadow else decision
 
     def decide_with_casbin(self, request: Request) -> Decision:
@@ -252,6 +307,8 @@ class Policy:
             best = strictest(best, self._dangerous_command(request.command))
         if request.host_paths:
             best = strictest(best, self._host_files(request))
+        if request.action == "execute" and not request.isolated:
+            best = _unboxed(best)
         return self._shadowed(best) if self.shadow else best
 
     def atoms(self, request: Request) -> list[Atom]:
@@ -364,7 +421,7 @@ class Policy:
             raise PolicyError(f"a tool's dangerous_paths cannot be compiled: {exc}") from None
 
     def _shadowed(self, decision: Decision) -> Decision:
-        if not self.shadow:
+        if not self.shadow or decision.rule == STATE_RULE:
             return decision
         if decision.effect is Effect.DENY:
             return Decision(
@@ -434,4 +491,14 @@ def _looks_canonical(path: str) -> bool:
 
 
 def _tool_danger_spec(patterns: tuple[str, ...]) -> PathSpec:
-    return path_spec(dangerous_patterns(replace=patterns), folded=True)
+    # a tool's own list is judged on every access (its changes-only entries too)
+    found = dangerous_patterns(replace=patterns)
+    return path_spec([*found.any_access, *found.changes], folded=True)
+
+
+def _unboxed(decision: Decision) -> Decision:
+    """An ask on a command that would run without the box says so: a person answering it allows
+    a command with their own rights, not a boxed one."""
+    if decision.effect is not Effect.ASK or UNBOXED_NOTE in decision.reason:
+        return decision
+    return decision._replace(reason=decision.reason + UNBOXED_NOTE)

@@ -29,6 +29,7 @@ RESERVED_IDS = frozenset(
         "path-spelling",
         "require-isolation",
         "host-files",
+        "stockade-state",
     }
 )
 RESERVED_PREFIXES = ("dangerous-path:", "dangerous-command:")

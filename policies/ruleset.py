@@ -1,10 +1,12 @@
 """What a policy file compiles to: its rules behind Stockade's own, and its dangerous commands.
 
 Stockade's own rules come first and carry reserved ids (`stockade.policies.policy_file`
-refuses them in a file): ``read-only-mode`` when the policy is read-only, ``dangerous-path``
-for protected paths. Two more ids name decisions that are not rules over atoms: a dangerous
-command (``dangerous-command:<id>``) and a command refused because it would not run isolated
-(``require-isolation``). Every error names the file, line and key it comes from.
+refuses them in a file): ``stockade-state`` for Stockade's own files (`Policy.protect`: denied
+to every tool, whatever the file says), ``read-only-mode`` when the policy is read-only,
+``dangerous-path`` for protected paths (two rules under that one id: the list, and the paths
+protected against changes only). Two more ids name decisions that are not rules over atoms: a
+dangerous command (``dangerous-command:<id>``) and a command refused because it would not run
+isolated (``require-isolation``). Every error names the file, line and key it comes from.
 """
 
 from __future__ import annotations
@@ -15,20 +17,40 @@ from stockade.policies.policy_file import PolicyError, PolicySpec, Problem, Rule
 from stockade.policies.rules import Rule, RuleError, compile_rule
 from stockade.policies.source import SourceMap
 
+STATE_RULE = "stockade-state"
 READ_ONLY_RULE = "read-only-mode"
 DANGEROUS_RULE = "dangerous-path"
 DANGEROUS_COMMAND_RULE = "dangerous-command"
 REQUIRE_ISOLATION_RULE = "require-isolation"
 HOST_FILES_RULE = "host-files"
+DANGEROUS_REASON = "a protected path (credentials, hooks or tool configuration)"
+STATE_REASON = (
+    "Stockade's own files (its audit log, traces, state or policy file): no tool may read, "
+    "change or delete them"
+)
 REQUIRE_ISOLATION_REASON = (
     "the policy requires isolation for commands, and bubblewrap is not available here: "
     "install the 'bubblewrap' package (and allow unprivileged user namespaces)"
 )
 
 
-def compile_rules(spec: PolicySpec, source: str, text: str | None) -> list[Rule]:
-    """Stockade's own rules, then the file's, compiled; positions keep that order."""
+def compile_rules(
+    spec: PolicySpec, source: str, text: str | None, protected: tuple[str, ...] = ()
+) -> list[Rule]:
+    """Stockade's own rules, then the file's, compiled; positions keep that order.
+    ``protected`` are the patterns of Stockade's own files (`Policy.protect`)."""
     rules: list[Rule] = []
+    if protected:
+        state = RuleSpec(
+            id=STATE_RULE,
+            effect="deny",
+            reason=STATE_REASON,
+            paths=[form for pattern in protected for form in (pattern, f"{pattern}/**")],
+        )
+        try:
+            rules.append(compile_rule(state, -1, folded=True))  # before every other rule
+        except RuleError as exc:
+            raise PolicyError(f"Stockade's own files cannot be protected: {exc}") from None
     if spec.read_only:
         rules.append(
             compile_rule(
@@ -50,15 +72,19 @@ def compile_rules(spec: PolicySpec, source: str, text: str | None) -> list[Rule]
         raise PolicyError(
             "invalid policy", [problem(source, text, ("dangerous_paths",), str(exc))]
         ) from None
-    if patterns:
-        protected = RuleSpec(
+    # the list, then what is protected against changes only (a path named .git), under one id
+    for paths, actions in ((patterns.any_access, []), (patterns.changes, ["write", "delete"])):
+        if not paths:
+            continue
+        dangerous = RuleSpec(
             id=DANGEROUS_RULE,
             effect=dangers.effect,
-            reason="a protected path (credentials, hooks or tool configuration)",
-            paths=patterns,
+            reason=DANGEROUS_REASON,
+            actions=actions,
+            paths=paths,
         )
         try:
-            rules.append(compile_rule(protected, 1, folded=True))
+            rules.append(compile_rule(dangerous, 1, folded=True))
         except RuleError as exc:
             raise PolicyError(
                 "invalid policy", [problem(source, text, ("dangerous_paths",), str(exc))]

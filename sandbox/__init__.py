@@ -10,11 +10,13 @@ from stockade.sandbox.errors import (
     NotADirectoryError_,
     NotFoundError,
     NotTextError,
+    PathDeniedError,
     PathEscapeError,
     QuotaError,
     ReadOnlyError,
     SandboxError,
 )
+from stockade.sandbox.guard import Guard
 from stockade.sandbox.hostroot import openat2_available
 from stockade.sandbox.limits import Limits, ProcessResult
 from stockade.sandbox.mounts import Change, FileInfo, Mount
@@ -27,12 +29,14 @@ __all__ = [
     "Change",
     "ExistsError",
     "FileInfo",
+    "Guard",
     "IsADirectoryError_",
     "Limits",
     "Mount",
     "NotADirectoryError_",
     "NotFoundError",
     "NotTextError",
+    "PathDeniedError",
     "PathEscapeError",
     "ProcessResult",
     "QuotaError",

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stockade.sandbox.errors import SandboxError
+from stockade.sandbox.layers import Staging
 from stockade.sandbox.logical import normalize, within
 from stockade.sandbox.mounts import Mount
 
@@ -128,9 +129,11 @@ def box(
     network: bool,
     executable: str,
     info_fd: int | None = None,
+    views: Staging | None = None,
 ) -> Box:
     """The bwrap argv (ending in ``--``) for a process in ``cwd`` (a logical path) that sees
-    ``mounts``. Raises SandboxError when ``cwd`` is not inside a host mount."""
+    ``mounts``: each host mount's folder, or with ``views`` the merged copy-on-write view of
+    each writable one. Raises SandboxError when ``cwd`` is not inside a host mount."""
     cwd = normalize(cwd)
     argv = [
         executable,
@@ -163,7 +166,8 @@ def box(
     for folder in python_folders():
         argv += ["--ro-bind-try", folder, folder]
     warnings: list[str] = []
-    host_mounts: list[tuple[Mount, Path]] = []
+    # (mount, its host folder, what is bound at its prefix: the folder, or its merged view)
+    host_mounts: list[tuple[Mount, Path, Path]] = []
     for mount in sorted(mounts, key=lambda m: len(m.prefix)):
         if mount.kind != "host":
             if within(cwd, mount.prefix):
@@ -177,23 +181,25 @@ def box(
             continue
         assert mount.root is not None
         root = Path(mount.root).resolve()
-        host_mounts.append((mount, root))
-        argv += ["--ro-bind" if mount.read_only else "--bind", str(root), mount.prefix]
+        view = views.view_of(mount) if views is not None else None
+        source = view if view is not None else root
+        host_mounts.append((mount, root, source))
+        argv += ["--ro-bind" if mount.read_only else "--bind", str(source), mount.prefix]
     # a read-only folder that also lies inside a writable mount's folder stays read-only there;
     # and each folder between them is bound onto itself, so it is a mount point, which cannot
     # be renamed or removed: the read-only folder cannot be moved away and replaced
-    for inner, inner_root in host_mounts:
+    for inner, inner_root, _ in host_mounts:
         if not inner.read_only:
             continue
-        for outer, outer_root in host_mounts:
+        for outer, outer_root, outer_source in host_mounts:
             if outer.read_only or outer is inner or not inner_root.is_relative_to(outer_root):
                 continue
             parts = inner_root.relative_to(outer_root).parts
             for depth in range(1, len(parts)):
                 between = Path(outer.prefix, *parts[:depth]).as_posix()
-                argv += ["--bind", str(outer_root.joinpath(*parts[:depth])), between]
+                argv += ["--bind", str(outer_source.joinpath(*parts[:depth])), between]
             argv += ["--ro-bind", str(inner_root), Path(outer.prefix, *parts).as_posix()]
-    if not any(within(cwd, m.prefix) for m, _ in host_mounts):
+    if not any(within(cwd, m.prefix) for m, _, _ in host_mounts):
         prefixes = ", ".join(m.prefix for m in mounts)
         raise SandboxError(f"{cwd} is outside every mount ({prefixes}); run inside one", cwd)
     argv += ["--chdir", cwd, "--"]

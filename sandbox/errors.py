@@ -25,6 +25,15 @@ class PathEscapeError(SandboxError, PermissionError):
     a path at all (empty, NUL byte, too long)."""
 
 
+class PathDeniedError(SandboxError, PermissionError):
+    """A guarded view's guard refused the path an operation reached (after following links):
+    ``path`` is that logical path, ``reason`` the guard's words."""
+
+    def __init__(self, message: str, path: str | None = None, *, reason: str = "") -> None:
+        super().__init__(message, path)
+        self.reason = reason
+
+
 class ReadOnlyError(SandboxError, PermissionError):
     """A write, delete or move on a read-only mount."""
 

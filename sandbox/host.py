@@ -4,6 +4,10 @@ Writes never modify a file in place: they go to a temporary file in the same fol
 flushed to disk, and renamed over the target in one step. A reader sees the old content or the
 new, never half; a crash leaves at most a temporary file; and a name hard-linked to a file
 outside the mount is replaced, not written through.
+
+Every operation takes an optional ``check`` (`stockade.sandbox.guard`): it is asked about the
+logical path of the entry the operation really reaches, once that entry's folder is open and
+before anything is read from or done to it, so what is judged is what is used.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from stockade.sandbox.errors import (
     SandboxError,
     from_os_error,
 )
+from stockade.sandbox.guard import Check
 from stockade.sandbox.hostroot import HostRoot
 from stockade.sandbox.mounts import FileInfo, Kind
 
@@ -46,9 +51,9 @@ class HostBackend:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def read_bytes(self, parts: list[str], limit: int) -> bytes:
+    def read_bytes(self, parts: list[str], limit: int, check: Check | None = None) -> bytes:
         """The content of a file; QuotaError past ``limit`` bytes."""
-        fd, size = self._open_file(parts)
+        fd, size = self._open_file(parts, check)
         try:
             if size > limit:
                 raise QuotaError(
@@ -77,15 +82,21 @@ class HostBackend:
         finally:
             os.close(fd)
 
-    def _open_file(self, parts: list[str]) -> tuple[int, int]:
+    def _open_file(self, parts: list[str], check: Check | None) -> tuple[int, int]:
         if not parts:
             raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
         try:
-            fd = self.root.open(parts, _READ_FLAGS)
+            fd, where = self.root.open(parts, _READ_FLAGS)
         except OSError as exc:
             if isinstance(exc, SandboxError):
                 raise
             raise from_os_error(exc, self.name(parts)) from None
+        if check is not None:
+            try:  # what this descriptor holds, and nothing is read until it is judged
+                check(self.name(where), "read")
+            except BaseException:
+                os.close(fd)
+                raise
         info = os.fstat(fd)
         mode = info.st_mode
         if stat.S_ISREG(mode):
@@ -99,46 +110,59 @@ class HostBackend:
             f"{self.name(parts)} is not a regular file (a device, socket or pipe)", self.name(parts)
         )
 
-    def list_dir(self, parts: list[str]) -> list[str]:
+    def list_dir(self, parts: list[str], check: Check | None = None) -> list[str]:
         """Names in a folder, sorted."""
-        fd = self._open_dir(parts)
+        fd = self._open_dir(parts, check)
         try:
             return sorted(os.listdir(fd))
         finally:
             os.close(fd)
 
-    def _open_dir(self, parts: list[str]) -> int:
+    def _open_dir(self, parts: list[str], check: Check | None) -> int:
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
         if not parts:
-            return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.root.fd)
-        dir_fd, name, _ = self.root.parent(parts)
+            if check is not None:
+                check(self.prefix, "read")
+            return os.open(".", flags, dir_fd=self.root.fd)
+        dir_fd, name, where = self.root.parent(parts)
         try:
-            return os.open(
-                name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
-            )
+            fd = os.open(name, flags | os.O_NOFOLLOW, dir_fd=dir_fd)
         except OSError as exc:
             raise from_os_error(exc, self.name(parts), want_dir=True) from None
         finally:
             os.close(dir_fd)
+        if check is not None:
+            try:  # the folder this descriptor holds, judged before a name is read from it
+                check(self.name(where), "read")
+            except BaseException:
+                os.close(fd)
+                raise
+        return fd
 
-    def stat(self, parts: list[str]) -> FileInfo:
-        """Kind, size, time and mode (symlinks inside the mount followed)."""
-        return self._stat(parts, follow_last=True)
+    def stat(self, parts: list[str], check: Check | None = None) -> FileInfo:
+        """Kind, size, time and mode (symlinks inside the mount followed); judged as a read of
+        what it describes."""
+        return self._stat(parts, check, follow_last=True)
 
-    def lstat(self, parts: list[str]) -> FileInfo:
+    def lstat(self, parts: list[str], check: Check | None = None) -> FileInfo:
         """Like `stat`, without following a final symlink."""
-        return self._stat(parts, follow_last=False)
+        return self._stat(parts, check, follow_last=False)
 
-    def _stat(self, parts: list[str], *, follow_last: bool) -> FileInfo:
+    def _stat(self, parts: list[str], check: Check | None, *, follow_last: bool) -> FileInfo:
         if not parts:
+            if check is not None:
+                check(self.prefix, "read")
             info = os.stat(self.root.fd)
         else:
-            dir_fd, name, _ = self.root.parent(parts, follow_last=follow_last)
+            dir_fd, name, where = self.root.parent(parts, follow_last=follow_last)
             try:
                 info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except OSError as exc:
                 raise from_os_error(exc, self.name(parts)) from None
             finally:
                 os.close(dir_fd)
+            if check is not None:  # what was looked at, judged before anything of it is told
+                check(self.name(where), "read")
         kind: Kind = (
             "dir"
             if stat.S_ISDIR(info.st_mode)
@@ -162,14 +186,26 @@ class HostBackend:
 
     # -- changing ----------------------------------------------------------------------------
 
-    def write_bytes(self, parts: list[str], data: bytes, *, mode: int | None = None) -> None:
+    def write_bytes(
+        self, parts: list[str], data: bytes, check: Check | None = None, *, mode: int | None = None
+    ) -> None:
         """Replace (or create) a file atomically, creating missing folders on the way. The
-        file keeps its permission bits (or gets ``mode``; 0o644 for a new file)."""
+        file keeps its permission bits (or gets ``mode``; 0o644 for a new file). A write
+        through a link inside the mount lands on (and is judged at) the link's target."""
         if not parts:
             raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
-        self.mkdir(parts[:-1])
-        dir_fd, name, _ = self.root.parent(parts)
         try:
+            dir_fd, name, where = self.root.parent(parts)
+        except (FileNotFoundError, NotADirectoryError):
+            # a folder on the way is missing: judge where the file would be before making it,
+            # so a refused write leaves no folders behind
+            if check is not None:
+                check(self.name(self.resolve(parts)), "write")
+            self.mkdir(parts[:-1])
+            dir_fd, name, where = self.root.parent(parts)
+        try:
+            if check is not None:
+                check(self.name(where), "write")
             try:
                 current = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except FileNotFoundError:
@@ -223,11 +259,14 @@ class HostBackend:
             finally:
                 os.close(folder)
 
-    def mkdir(self, parts: list[str]) -> None:
-        """Create a folder and any missing folders above it (existing ones are fine)."""
+    def mkdir(self, parts: list[str], check: Check | None = None) -> None:
+        """Create a folder and any missing folders above it (existing ones are fine); each
+        folder created is judged as a write where it is made."""
         for depth in range(1, len(parts) + 1):
-            dir_fd, name, _ = self.root.parent(parts[:depth])
+            dir_fd, name, where = self.root.parent(parts[:depth])
             try:
+                if check is not None and not _exists(dir_fd, name):
+                    check(self.name(where), "write")
                 os.mkdir(name, 0o755, dir_fd=dir_fd)
             except FileExistsError:
                 info = os.stat(name, dir_fd=dir_fd)  # a link inside is fine: parent() follows it
@@ -236,18 +275,22 @@ class HostBackend:
                         f"{self.name(parts[:depth])} is a file, not a folder", self.name(parts)
                     ) from None
             except OSError as exc:
+                if isinstance(exc, SandboxError):
+                    raise
                 raise from_os_error(exc, self.name(parts[:depth])) from None
             finally:
                 os.close(dir_fd)
 
-    def delete(self, parts: list[str], *, recursive: bool) -> None:
+    def delete(self, parts: list[str], *, recursive: bool, check: Check | None = None) -> None:
         """Delete a file, a symlink (never its target), or a folder (empty, or ``recursive``)."""
         if not parts:
             raise SandboxError(
                 f"{self.prefix} is the mount itself and cannot be deleted", self.prefix
             )
-        dir_fd, name, _ = self.root.parent(parts, follow_last=False)
+        dir_fd, name, where = self.root.parent(parts, follow_last=False)
         try:
+            if check is not None:
+                check(self.name(where), "delete")
             info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             if stat.S_ISDIR(info.st_mode):
                 if recursive:
@@ -257,19 +300,30 @@ class HostBackend:
             else:
                 os.unlink(name, dir_fd=dir_fd)
         except OSError as exc:
+            if isinstance(exc, SandboxError):
+                raise
             raise from_os_error(exc, self.name(parts)) from None
         finally:
             os.close(dir_fd)
 
-    def rename(self, source: list[str], target: list[str], *, overwrite: bool) -> None:
-        """Move within the mount (a symlink moves as itself)."""
+    def rename(
+        self, source: list[str], target: list[str], *, overwrite: bool, check: Check | None = None
+    ) -> None:
+        """Move within the mount (a symlink moves as itself): judged as a delete of the source
+        and a write of the target, each where it really is."""
         if not source or not target:
             raise SandboxError("the mount itself cannot be moved", self.prefix)
+        if check is not None:  # before a folder is made for the target
+            check(self.name(self.resolve(source[:-1]) + source[-1:]), "delete")
+            check(self.name(self.resolve(target[:-1]) + target[-1:]), "write")
         self.mkdir(target[:-1])
-        src_fd, src_name, _ = self.root.parent(source, follow_last=False)
+        src_fd, src_name, src_where = self.root.parent(source, follow_last=False)
         try:
-            dst_fd, dst_name, _ = self.root.parent(target, follow_last=False)
+            dst_fd, dst_name, dst_where = self.root.parent(target, follow_last=False)
             try:
+                if check is not None:
+                    check(self.name(src_where), "delete")
+                    check(self.name(dst_where), "write")
                 os.stat(src_name, dir_fd=src_fd, follow_symlinks=False)
                 if not overwrite and _exists(dst_fd, dst_name):
                     raise ExistsError(

@@ -13,7 +13,11 @@ descriptors, never from a path string the kernel resolves from ``/``:
   the open fail (``ELOOP``), which is reported, never followed.
 
 Everything returned is a ``(directory descriptor, name)`` pair whose final name was not a
-symlink when resolved; callers open it with ``O_NOFOLLOW`` so a later swap fails too.
+symlink when resolved, with the parts that lead to it: the names the descriptor was reached by,
+links on the way already followed, so the caller knows where the entry it is about to use
+really is (and can judge that path, not the one asked for). Callers open it with
+``O_NOFOLLOW`` so a later swap fails too. The kernel's fast path therefore refuses every link
+(``RESOLVE_NO_SYMLINKS``), and a path through one takes the walk, which records where it leads.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ _DIR_FLAGS = _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 _MAX_LINKS = 40
 
 _RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
 _SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437, "arm64": 437}.get(os.uname().machine)
 
@@ -57,7 +62,9 @@ def _load_openat2() -> Callable[[int, str, int], int] | None:
     syscall = libc.syscall
 
     def openat2(dir_fd: int, path: str, flags: int) -> int:
-        how = _OpenHow(flags | os.O_CLOEXEC, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+        # no link at all, not even one inside: where a link leads is for the walk to record
+        resolve = _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | _RESOLVE_NO_SYMLINKS
+        how = _OpenHow(flags | os.O_CLOEXEC, 0, resolve)
         fd = int(
             syscall(_SYS_OPENAT2, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how))
         )
@@ -103,8 +110,8 @@ class HostRoot:
 
     def parent(self, parts: list[str], *, follow_last: bool = True) -> tuple[int, str, list[str]]:
         """The descriptor of the folder holding ``parts`` (a new descriptor the caller must
-        close), the final name in it, and the parts (resolved when the walk ran; use
-        `resolve_parts` for the canonical location). With
+        close), the final name in it, and the parts that lead to that name with every link on
+        the way followed: the canonical location of what the caller is about to use. With
         ``follow_last`` a final symlink is followed (when it stays inside); without, the final
         name is returned as it is. The final name need not exist; every folder on the way must.
         """
@@ -122,7 +129,8 @@ class HostRoot:
             except OSError as exc:
                 if exc.errno not in (errno.EXDEV, errno.ELOOP):
                     raise from_os_error(exc, self._name(parts[:-1]), folder=True) from None
-                # an escape attempt, or an absolute link back inside: let the walk decide
+                # a link on the way (followed by the walk, which records where it leads), an
+                # escape attempt, or an absolute link back inside: let the walk decide
             else:
                 name = parts[-1]
                 if follow_last and _is_link(dir_fd, name):
@@ -227,21 +235,21 @@ class HostRoot:
                 resolved.append(part)
         return resolved
 
-    def open(self, parts: list[str], flags: int) -> int:
+    def open(self, parts: list[str], flags: int) -> tuple[int, list[str]]:
         """Open an existing entry beneath the root (``O_NOFOLLOW`` is added: a final symlink is
-        followed only by resolving it here, inside the root). One system call when the kernel
-        can resolve it alone."""
+        followed only by resolving it here, inside the root); the descriptor, and the parts
+        that lead to what it holds. One system call when no link is on the way."""
         flags |= os.O_NOFOLLOW | os.O_CLOEXEC
         if _OPENAT2 is not None and parts:
             try:
-                return _OPENAT2(self.fd, "/".join(parts), flags)
+                return _OPENAT2(self.fd, "/".join(parts), flags), list(parts)
             except OSError as exc:
                 if exc.errno not in (errno.EXDEV, errno.ELOOP):
                     raise
                 # a link on the way or at the end: resolve it ourselves, inside the root
-        dir_fd, name, _ = self.parent(parts)
+        dir_fd, name, where = self.parent(parts)
         try:
-            return os.open(name, flags, dir_fd=dir_fd)
+            return os.open(name, flags, dir_fd=dir_fd), where
         finally:
             os.close(dir_fd)
 

@@ -3,7 +3,9 @@
 pyfakefs is used as a library here, never to patch ``os`` or ``open``: each memory mount owns a
 `FakeFilesystem` and reaches it only through its own fake ``os`` module and ``open``. The tree
 starts empty and holds no symlinks (nothing in the sandbox's interface creates one), so paths
-resolve lexically; a lock makes each operation atomic with respect to the others.
+resolve lexically; a lock makes each operation atomic with respect to the others, and an
+operation's ``check`` (`stockade.sandbox.guard`) is asked under that lock, about the path it
+acts on.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from stockade.sandbox.errors import (
     SandboxError,
     from_os_error,
 )
+from stockade.sandbox.guard import Check
 from stockade.sandbox.mounts import FileInfo, Kind
 
 
@@ -49,9 +52,11 @@ class MemoryBackend:
     def _fake(parts: list[str]) -> str:
         return "/" + "/".join(parts)
 
-    def read_bytes(self, parts: list[str], limit: int) -> bytes:
+    def read_bytes(self, parts: list[str], limit: int, check: Check | None = None) -> bytes:
         """The content of a file; QuotaError past ``limit`` bytes."""
         with self._lock:
+            if check is not None:
+                check(self.name(parts), "read")
             info = self._stat(parts)
             if stat.S_ISDIR(info.st_mode):
                 raise IsADirectoryError_(
@@ -72,26 +77,30 @@ class MemoryBackend:
         except OSError as exc:
             raise from_os_error(exc, self.name(parts)) from None
 
-    def list_dir(self, parts: list[str]) -> list[str]:
+    def list_dir(self, parts: list[str], check: Check | None = None) -> list[str]:
         """Names in a folder, sorted."""
         with self._lock:
+            if check is not None:
+                check(self.name(parts), "read")
             try:
                 return sorted(self._os.listdir(self._fake(parts)))
             except OSError as exc:
                 raise from_os_error(exc, self.name(parts), want_dir=True) from None
 
-    def stat(self, parts: list[str]) -> FileInfo:
+    def stat(self, parts: list[str], check: Check | None = None) -> FileInfo:
         """Kind, size, time and mode."""
         with self._lock:
+            if check is not None:
+                check(self.name(parts), "read")
             info = self._stat(parts)
             kind: Kind = "dir" if stat.S_ISDIR(info.st_mode) else "file"
             return FileInfo(
                 self.name(parts), kind, info.st_size, info.st_mtime, stat.S_IMODE(info.st_mode)
             )
 
-    def lstat(self, parts: list[str]) -> FileInfo:
+    def lstat(self, parts: list[str], check: Check | None = None) -> FileInfo:
         """Memory mounts hold no links: the same as `stat`."""
-        return self.stat(parts)
+        return self.stat(parts, check)
 
     def resolve(self, parts: list[str]) -> list[str]:
         """Memory mounts hold no links: the parts as they are."""
@@ -103,11 +112,13 @@ class MemoryBackend:
             f"{self.name(parts)} is in a memory mount, which has no host path", self.name(parts)
         )
 
-    def write_bytes(self, parts: list[str], data: bytes) -> None:
+    def write_bytes(self, parts: list[str], data: bytes, check: Check | None = None) -> None:
         """Replace (or create) a file, creating missing folders on the way."""
         if not parts:
             raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
         with self._lock:
+            if check is not None:
+                check(self.name(parts), "write")
             self.mkdir(parts[:-1])
             path = self._fake(parts)
             if self._os.path.isdir(path):
@@ -117,8 +128,8 @@ class MemoryBackend:
             with self._open(path, "wb") as handle:
                 handle.write(data)
 
-    def mkdir(self, parts: list[str]) -> None:
-        """Create a folder and any missing folders above it."""
+    def mkdir(self, parts: list[str], check: Check | None = None) -> None:
+        """Create a folder and any missing folders above it (each one created is judged)."""
         with self._lock:
             for depth in range(1, len(parts) + 1):
                 path = self._fake(parts[:depth])
@@ -128,15 +139,19 @@ class MemoryBackend:
                     raise NotADirectoryError_(
                         f"{self.name(parts[:depth])} is a file, not a folder", self.name(parts)
                     )
+                if check is not None:
+                    check(self.name(parts[:depth]), "write")
                 self._os.mkdir(path)
 
-    def delete(self, parts: list[str], *, recursive: bool) -> None:
+    def delete(self, parts: list[str], *, recursive: bool, check: Check | None = None) -> None:
         """Delete a file or a folder (empty, or ``recursive``)."""
         if not parts:
             raise SandboxError(
                 f"{self.prefix} is the mount itself and cannot be deleted", self.prefix
             )
         with self._lock:
+            if check is not None:
+                check(self.name(parts), "delete")
             path = self._fake(parts)
             try:
                 if self._os.path.isdir(path):
@@ -149,11 +164,16 @@ class MemoryBackend:
             except OSError as exc:
                 raise from_os_error(exc, self.name(parts)) from None
 
-    def rename(self, source: list[str], target: list[str], *, overwrite: bool) -> None:
+    def rename(
+        self, source: list[str], target: list[str], *, overwrite: bool, check: Check | None = None
+    ) -> None:
         """Move within the mount."""
         if not source or not target:
             raise SandboxError("the mount itself cannot be moved", self.prefix)
         with self._lock:
+            if check is not None:
+                check(self.name(source), "delete")
+                check(self.name(target), "write")
             self._stat(source)
             if not overwrite and self._os.path.exists(self._fake(target)):
                 raise ExistsError(

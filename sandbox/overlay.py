@@ -8,6 +8,8 @@ written to temporary files, so a failure part-way puts everything back; `discard
 Staged entries are keyed by where they really are: a write through a symlink inside the mount is
 staged for the link's target, as a host write would land there. A symlink itself is deleted
 as itself (never its target); moving a symlink is refused, because a staged file cannot be one.
+An operation's ``check`` (`stockade.sandbox.guard`) is asked under the overlay's lock about that
+same key (a read that falls through to the host is judged by the host, where it opens).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from stockade.sandbox.errors import (
     QuotaError,
     SandboxError,
 )
+from stockade.sandbox.guard import Check
 from stockade.sandbox.host import HostBackend
 from stockade.sandbox.mounts import Change, ChangeKind, FileInfo
 
@@ -92,11 +95,13 @@ class OverlayBackend:
         except NotFoundError:
             return None
 
-    def read_bytes(self, parts: list[str], limit: int) -> bytes:
+    def read_bytes(self, parts: list[str], limit: int, check: Check | None = None) -> bytes:
         """The staged content, or the host's."""
         with self._lock:
             key = self._key(parts)
             if key in self._files:
+                if check is not None:
+                    check(self.name(key), "read")
                 data = self._files[key]
                 if len(data) > limit:
                     raise QuotaError(
@@ -110,12 +115,15 @@ class OverlayBackend:
                 )
             if kind is None:
                 raise NotFoundError(f"{self.name(parts)} does not exist", self.name(parts))
-            return self.host.read_bytes(parts, limit)  # the host names the path asked for
+            # the host names the path asked for, and judges the file it opens
+            return self.host.read_bytes(parts, limit, check)
 
-    def list_dir(self, parts: list[str]) -> list[str]:
+    def list_dir(self, parts: list[str], check: Check | None = None) -> list[str]:
         """Host names minus deletions plus staged names."""
         with self._lock:
             key = self._key(parts)
+            if check is not None:
+                check(self.name(key), "read")
             kind = self._kind(key)
             if kind is None:
                 raise NotFoundError(f"{self.name(parts)} does not exist", self.name(parts))
@@ -133,10 +141,12 @@ class OverlayBackend:
                     names.add(staged[len(key)])
             return sorted(names)
 
-    def stat(self, parts: list[str]) -> FileInfo:
+    def stat(self, parts: list[str], check: Check | None = None) -> FileInfo:
         """The merged view's kind and size."""
         with self._lock:
             key = self._key(parts)
+            if check is not None:
+                check(self.name(key), "read")
             if key in self._files:
                 return FileInfo(self.name(key), "file", len(self._files[key]), time.time(), 0o644)
             kind = self._kind(key)
@@ -146,16 +156,16 @@ class OverlayBackend:
                 return FileInfo(self.name(key), "dir", 0, time.time(), 0o755)
             return self.host.stat(list(key))
 
-    def lstat(self, parts: list[str]) -> FileInfo:
+    def lstat(self, parts: list[str], check: Check | None = None) -> FileInfo:
         """Like `stat`, without following a final host symlink."""
         with self._lock:
             key = tuple(parts)
             if self._staged(key) or self._hidden(key):
-                return self.stat(parts)
+                return self.stat(parts, check)
             try:
-                return self.host.lstat(parts)
+                return self.host.lstat(parts, check)
             except NotFoundError:
-                return self.stat(parts)
+                return self.stat(parts, check)
 
     def _on_host(self, key: Key) -> bool:
         if self._hidden(key):
@@ -185,11 +195,13 @@ class OverlayBackend:
 
     # -- staging -----------------------------------------------------------------------------
 
-    def write_bytes(self, parts: list[str], data: bytes) -> None:
-        """Stage new content."""
+    def write_bytes(self, parts: list[str], data: bytes, check: Check | None = None) -> None:
+        """Stage new content (through a link: for the link's target)."""
         if not parts:
             raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
         with self._lock:
+            if check is not None:  # before any folder is staged for it
+                check(self.name(self._key(parts)), "write")
             self.mkdir(parts[:-1])
             key = self._key(parts)
             if self._kind(key) == "dir":
@@ -198,8 +210,8 @@ class OverlayBackend:
                 )
             self._files[key] = bytes(data)
 
-    def mkdir(self, parts: list[str]) -> None:
-        """Stage missing folders."""
+    def mkdir(self, parts: list[str], check: Check | None = None) -> None:
+        """Stage missing folders (each one judged)."""
         with self._lock:
             for depth in range(1, len(parts) + 1):
                 key = self._key(parts[:depth])
@@ -210,9 +222,11 @@ class OverlayBackend:
                     raise NotADirectoryError_(
                         f"{self.name(key)} is a file, not a folder", self.name(parts)
                     )
+                if check is not None:
+                    check(self.name(key), "write")
                 self._dirs.add(key)  # over a deleted folder: a new, empty one
 
-    def delete(self, parts: list[str], *, recursive: bool) -> None:
+    def delete(self, parts: list[str], *, recursive: bool, check: Check | None = None) -> None:
         """Stage a deletion. A symlink is deleted as itself, never its target."""
         if not parts:
             raise SandboxError(
@@ -221,9 +235,13 @@ class OverlayBackend:
         with self._lock:
             name = tuple(parts)
             if self._is_host_link(name):
+                if check is not None:  # the link itself, in the folder it really is in
+                    check(self.name([*self._key(parts[:-1]), parts[-1]]), "delete")
                 self._deleted.add(name)
                 return
             key = self._key(parts)
+            if check is not None:
+                check(self.name(key), "delete")
             kind = self._kind(key)
             if kind is None:
                 raise NotFoundError(f"{self.name(parts)} does not exist", self.name(parts))
@@ -238,7 +256,9 @@ class OverlayBackend:
             if self._on_host(key):
                 self._deleted.add(key)
 
-    def rename(self, source: list[str], target: list[str], *, overwrite: bool) -> None:
+    def rename(
+        self, source: list[str], target: list[str], *, overwrite: bool, check: Check | None = None
+    ) -> None:
         """Stage a move of a file (folders and links: not in an overlay)."""
         with self._lock:
             if self._is_host_link(tuple(source)):
@@ -256,6 +276,9 @@ class OverlayBackend:
                     f"{self.name(source)} is a folder; an overlay moves files only, one by one",
                     self.name(source),
                 )
+            if check is not None:
+                check(self.name(src), "delete")
+                check(self.name(self._key(target)), "write")
             if not overwrite and self._kind(self._key(target)) is not None:
                 raise ExistsError(
                     f"{self.name(target)} already exists; pass overwrite to replace it",

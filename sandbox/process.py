@@ -49,6 +49,7 @@ from typing import Literal
 from stockade.sandbox.bubblewrap import SANDBOX_PATH, Bubblewrap, box
 from stockade.sandbox.cgroups import PidsGroup
 from stockade.sandbox.errors import SandboxError
+from stockade.sandbox.layers import Staging
 from stockade.sandbox.limits import Isolation, Limits, ProcessResult
 from stockade.sandbox.logical import normalize
 from stockade.sandbox.tree import RUN_TOKEN
@@ -81,6 +82,7 @@ def run_process(
     isolation: IsolationChoice = "auto",
     cancel: threading.Event | None = None,
     bubblewrap: Bubblewrap | None = None,
+    staging: Staging | None = None,
 ) -> ProcessResult:
     """Run a command line (with bash) or an argv inside the sandbox and wait for it.
 
@@ -89,8 +91,10 @@ def run_process(
     works here and says loudly, and why, when it does not; ``"bubblewrap"`` raises SandboxError
     instead; ``"none"`` runs with limits only. ``bubblewrap`` is the caller's answer to whether
     it works here (see `Bubblewrap.probe`); without one, ``"auto"`` and ``"bubblewrap"`` probe
-    at this call, which runs bwrap once. Raises SandboxError for a bad ``cwd``, ``env`` or
-    ``timeout`` (nothing ran); everything the command does is in the result.
+    at this call, which runs bwrap once. With ``staging`` (which needs bubblewrap) the command
+    sees the writable mounts through its copy-on-write layers: nothing it does reaches them
+    until the caller applies ``staging.changes()``. Raises SandboxError for a bad ``cwd``,
+    ``env`` or ``timeout`` (nothing ran); everything the command does is in the result.
     """
     limits = limits or Limits()
     if not timeout > 0:
@@ -106,7 +110,7 @@ def run_process(
         machine = bubblewrap if bubblewrap is not None else Bubblewrap.probe()
         bwrap = machine.executable
         unboxed = f"{NO_BUBBLEWRAP}: {NO_ISOLATION_WARNING}; why: {machine.problem}"
-        if isolation == "bubblewrap" and bwrap is None:
+        if (isolation == "bubblewrap" or staging is not None) and bwrap is None:
             raise SandboxError(
                 f"isolation was required but {NO_BUBBLEWRAP} here ({machine.problem}): install "
                 "the 'bubblewrap' package (and allow unprivileged user namespaces), or run "
@@ -121,7 +125,9 @@ def run_process(
             info_read, info_fd = os.pipe()  # bubblewrap reports its init's pid here
             cleanup.callback(os.close, info_read)
             cleanup.callback(_close_quietly, info_fd)
-            boxed = box(fs.mounts, cwd, network=network, executable=bwrap, info_fd=info_fd)
+            boxed = box(
+                fs.mounts, cwd, network=network, executable=bwrap, info_fd=info_fd, views=staging
+            )
             warnings += boxed.warnings
             argv = [*boxed.argv, *_limited(prlimit, limits, boxed=True), *command]
             host_cwd: str | None = None
@@ -136,6 +142,15 @@ def run_process(
             cleanup.callback(shutil.rmtree, home, ignore_errors=True)
             argv = [*_limited(prlimit, limits, boxed=False), *command]
             used = "none"
+        # the copy-on-write layers are entered just before bubblewrap (after the control group
+        # is joined, from outside the new namespaces)
+        enter = None
+        if staging is not None and bwrap is not None:
+            launcher = staging.launcher()
+            if launcher is not None:
+                argv = [*launcher, "--", *argv]
+            else:
+                enter = staging.enter
         # bubblewrap's two processes (its outer one and the namespace's init) are not the
         # command's, but they count in the group
         group = PidsGroup.create(f"stockade-{token}", limits.max_procs + (2 if bwrap else 0))
@@ -167,6 +182,7 @@ def run_process(
             group,
             pass_fds=(info_fd,) if info_fd is not None else (),
             argv_has_limits=prlimit is not None,
+            enter=enter,
         )
         if info_fd is not None:
             run.tree.namespace_init = _namespace_init(info_read, info_fd)

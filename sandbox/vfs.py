@@ -11,10 +11,18 @@ mount with the longest prefix on segment boundaries (``/workspace-evil`` is not 
 anything outside every mount, above ``/``, or leading out through a symlink is refused with a
 `PathEscapeError` naming the path and why. Writes are atomic, serialised per path, and counted
 against the quotas.
+
+``fs.guarded(guard)`` is a view of the same mounts in which every operation first asks ``guard``
+about the path it really reaches (`stockade.sandbox.guard`): a read, a listing or a stat about
+the final target as ``read``, a write about where it lands (a link's target) as ``write``, a
+delete about the name it removes and a move about its source (``delete``) and destination
+(``write``), a folder moved or deleted about everything in it too. A refusal raises
+`PathDeniedError`.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -33,6 +41,7 @@ from stockade.sandbox.errors import (
     ReadOnlyError,
     SandboxError,
 )
+from stockade.sandbox.guard import Access, Check, Guard, both, check_tree, checker
 from stockade.sandbox.host import HostBackend
 from stockade.sandbox.logical import normalize, split, within
 from stockade.sandbox.mounts import Change, FileInfo, Mount
@@ -45,16 +54,31 @@ class _Backend(Protocol):
     prefix: str
 
     def close(self) -> None: ...
-    def read_bytes(self, parts: list[str], limit: int) -> bytes: ...
-    def write_bytes(self, parts: list[str], data: bytes) -> None: ...
-    def list_dir(self, parts: list[str]) -> list[str]: ...
-    def stat(self, parts: list[str]) -> FileInfo: ...
-    def lstat(self, parts: list[str]) -> FileInfo: ...
-    def mkdir(self, parts: list[str]) -> None: ...
-    def delete(self, parts: list[str], *, recursive: bool) -> None: ...
-    def rename(self, source: list[str], target: list[str], *, overwrite: bool) -> None: ...
+    def read_bytes(self, parts: list[str], limit: int, check: Check | None = None) -> bytes: ...
+    def write_bytes(self, parts: list[str], data: bytes, check: Check | None = None) -> None: ...
+    def list_dir(self, parts: list[str], check: Check | None = None) -> list[str]: ...
+    def stat(self, parts: list[str], check: Check | None = None) -> FileInfo: ...
+    def lstat(self, parts: list[str], check: Check | None = None) -> FileInfo: ...
+    def mkdir(self, parts: list[str], check: Check | None = None) -> None: ...
+    def delete(self, parts: list[str], *, recursive: bool, check: Check | None = None) -> None: ...
+    def rename(
+        self, source: list[str], target: list[str], *, overwrite: bool, check: Check | None = None
+    ) -> None: ...
     def resolve(self, parts: list[str]) -> list[str]: ...
     def host_path(self, parts: list[str]) -> Path: ...
+
+
+class _Shared:
+    """What a file system and every guarded view of it share: the bytes written so far (one
+    quota for all of them) and the per-path locks (a view's write waits for the original's)."""
+
+    __slots__ = ("count_lock", "path_locks", "path_locks_guard", "written")
+
+    def __init__(self) -> None:
+        self.written = 0
+        self.count_lock = threading.Lock()
+        self.path_locks: dict[str, threading.Lock] = {}
+        self.path_locks_guard = threading.Lock()
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -113,10 +137,9 @@ class VirtualFS:
             raise ConfigurationError(f"mount prefix(es) {sorted(duplicates)} given more than once")
         self.max_file_bytes = max_file_bytes
         self.max_write_bytes = max_write_bytes
-        self._written = 0
-        self._count_lock = threading.Lock()
-        self._path_locks: dict[str, threading.Lock] = {}
-        self._path_locks_guard = threading.Lock()
+        self._shared = _Shared()
+        self._guard: Guard | None = None
+        self._check: Check | None = None  # the guard as backends call it, None when unguarded
         self._backends: dict[str, _Backend] = {}
         try:
             for mount in self.mounts:
@@ -155,10 +178,29 @@ class VirtualFS:
         return HostBackend(mount.prefix, mount.root, durable=durable)
 
     def close(self) -> None:
-        """Release every mount (overlay changes not committed are dropped)."""
+        """Release every mount (overlay changes not committed are dropped). A guarded view owns
+        nothing: closing it releases nothing; close the file system it came from."""
+        if self._guard is not None:
+            return
         for backend in self._backends.values():
             backend.close()
         self._backends.clear()
+
+    def guarded(self, guard: Guard) -> VirtualFS:
+        """A view of these mounts whose every operation asks ``guard(path, access)`` about the
+        logical path it really reaches (links inside the mount followed), at the moment of use
+        and under the descriptor or lock that performs it; a refusal raises `PathDeniedError`.
+        The view shares the mounts, the quotas and the locks; a view of a view obeys both
+        guards."""
+        view = copy.copy(self)
+        view._guard = guard if self._guard is None else both(self._guard, guard)
+        view._check = checker(view._guard)
+        return view
+
+    @property
+    def guard(self) -> Guard | None:
+        """The guard of a guarded view (None for the file system itself)."""
+        return self._guard
 
     def __enter__(self) -> VirtualFS:
         return self
@@ -236,7 +278,7 @@ class VirtualFS:
     def read_bytes(self, path: str) -> bytes:
         """A file's content."""
         _, backend, parts, _ = self._locate(path)
-        return backend.read_bytes(parts, self.max_file_bytes)
+        return backend.read_bytes(parts, self.max_file_bytes, self._check)
 
     def read_text(self, path: str) -> str:
         """A UTF-8 text file's content; NotTextError for binary or other encodings."""
@@ -259,9 +301,11 @@ class VirtualFS:
         """Names in a folder, sorted. ``/`` lists the mounts' top folders."""
         logical = normalize(path)
         if logical == "/" and not any(m.prefix == "/" for m in self.mounts):
+            if self._check is not None:
+                self._check("/", "read")
             return sorted({split(m.prefix)[0] for m in self.mounts})
         _, backend, parts, _ = self._locate(logical)
-        names = set(backend.list_dir(parts))
+        names = set(backend.list_dir(parts, self._check))
         for mount in self.mounts:  # mounts nested inside this folder show as folders
             if mount.prefix != logical and within(mount.prefix, logical):
                 rest = split(mount.prefix[len(logical) :])
@@ -273,16 +317,17 @@ class VirtualFS:
     def stat(self, path: str) -> FileInfo:
         """Kind, size, modification time and permission bits (of a symlink's target)."""
         _, backend, parts, _ = self._locate(path)
-        return backend.stat(parts)
+        return backend.stat(parts, self._check)
 
     @_names_the_path
     def lstat(self, path: str) -> FileInfo:
         """Like `stat`, but a final symlink describes itself (kind ``link``)."""
         _, backend, parts, _ = self._locate(path)
-        return backend.lstat(parts)
+        return backend.lstat(parts, self._check)
 
     def exists(self, path: str) -> bool:
-        """Whether something is at the path. Escapes still raise: an escape is not absence."""
+        """Whether something is at the path. Escapes still raise: an escape is not absence (and
+        in a guarded view, neither is a refusal)."""
         try:
             self.stat(path)
         except (NotFoundError, NotADirectoryError_):
@@ -298,7 +343,7 @@ class VirtualFS:
         self._charge(len(data), logical)
         try:
             with self._locked(logical):
-                backend.write_bytes(parts, bytes(data))
+                backend.write_bytes(parts, bytes(data), self._check)
         except BaseException:
             self._refund(len(data))  # nothing was written
             raise
@@ -312,7 +357,7 @@ class VirtualFS:
         """Create a folder and any missing ones above it."""
         _, backend, parts, logical = self._writable(path)
         with self._locked(logical):
-            backend.mkdir(parts)
+            backend.mkdir(parts, self._check)
 
     @_names_the_path
     def delete(self, path: str, *, recursive: bool = False) -> None:
@@ -322,33 +367,62 @@ class VirtualFS:
         if not parts:
             raise SandboxError(f"{logical} is the mount {mount.prefix} itself", logical)
         with self._locked(logical):
-            backend.delete(parts, recursive=recursive)
+            if recursive:
+                self._check_tree(backend, mount, parts, None)
+            backend.delete(parts, recursive=recursive, check=self._check)
 
     @_names_the_path
     def move(self, source: str, target: str, *, overwrite: bool = False) -> None:
         """Move or rename a file or folder; across mounts files are copied, then deleted."""
-        _, src_backend, src_parts, src = self._writable(source, removes=True)
-        _, dst_backend, dst_parts, dst = self._writable(target, removes=overwrite)
+        src_mount, src_backend, src_parts, src = self._writable(source, removes=True)
+        dst_mount, dst_backend, dst_parts, dst = self._writable(target, removes=overwrite)
+        check = self._check
         first, second = sorted((src, dst))  # always the same order: two moves cannot deadlock
         with self._locked(first), self._locked(second) if second != first else _nothing():
             if src_backend is dst_backend:
-                src_backend.rename(src_parts, dst_parts, overwrite=overwrite)
+                self._check_tree(src_backend, src_mount, src_parts, (dst_mount, dst_parts))
+                src_backend.rename(src_parts, dst_parts, overwrite=overwrite, check=check)
                 return
             info = src_backend.stat(src_parts)
             if info.kind != "file":
                 raise SandboxError(
                     f"{src} is a folder; moving folders between mounts is not supported", src
                 )
-            if not overwrite and self.exists(dst):
+            if not overwrite and _present(dst_backend, dst_parts):
                 raise ExistsError(f"{dst} already exists; pass overwrite to replace it", dst)
-            data = src_backend.read_bytes(src_parts, self.max_file_bytes)
+            if check is not None:  # the source goes away: judged before anything is written
+                check(self._name(src_mount, src_backend, src_parts), "delete")
+            # what is copied is read, where it really is (through a link: its target)
+            data = src_backend.read_bytes(src_parts, self.max_file_bytes, check)
             self._charge(len(data), dst)
             try:
-                dst_backend.write_bytes(dst_parts, data)
+                dst_backend.write_bytes(dst_parts, data, check)
             except BaseException:
                 self._refund(len(data))
                 raise
-            src_backend.delete(src_parts, recursive=False)
+            src_backend.delete(src_parts, recursive=False, check=check)
+
+    def _name(self, mount: Mount, backend: _Backend, parts: list[str]) -> str:
+        """The logical path of the name ``parts`` (a final link as itself)."""
+        where = [*backend.resolve(parts[:-1]), *parts[-1:]]
+        return "/".join([mount.prefix.rstrip("/"), *where]) if where else mount.prefix
+
+    def _check_tree(
+        self,
+        backend: _Backend,
+        mount: Mount,
+        parts: list[str],
+        moved_to: tuple[Mount, list[str]] | None,
+    ) -> None:
+        """In a guarded view, before a folder is deleted (or moved to ``moved_to``): judge
+        everything in it, where it is and where it would go."""
+        check = self._check
+        if check is None or not parts or backend.lstat(parts).kind != "dir":
+            return
+        judged: list[tuple[str, Access]] = [(self._name(mount, backend, parts), "delete")]
+        if moved_to is not None:
+            judged.append((self._name(moved_to[0], backend, moved_to[1]), "write"))
+        check_tree(backend, parts, check, judged)
 
     # -- overlays ----------------------------------------------------------------------------
 
@@ -378,35 +452,45 @@ class VirtualFS:
                 "for one file",
                 logical,
             )
-        with self._count_lock:
-            if self._written + size > self.max_write_bytes:
+        shared = self._shared
+        with shared.count_lock:
+            if shared.written + size > self.max_write_bytes:
                 raise QuotaError(
                     f"writing {size} bytes to {logical} would pass the {self.max_write_bytes}-byte "
-                    f"limit on all writes ({self._written} written so far)",
+                    f"limit on all writes ({shared.written} written so far)",
                     logical,
                 )
-            self._written += size
+            shared.written += size
 
     def _refund(self, size: int) -> None:
-        with self._count_lock:
-            self._written -= size
+        with self._shared.count_lock:
+            self._shared.written -= size
 
     @property
     def written(self) -> int:
         """Bytes written through this file system so far (counted against the quota)."""
-        return self._written
+        return self._shared.written
 
     @contextmanager
     def _locked(self, logical: str) -> Iterator[None]:
-        with self._path_locks_guard:
-            lock = self._path_locks.get(logical)
+        shared = self._shared
+        with shared.path_locks_guard:
+            lock = shared.path_locks.get(logical)
             if lock is None:
-                if len(self._path_locks) > 10_000:  # forget idle locks, keep memory bounded
-                    for key in [k for k, v in self._path_locks.items() if not v.locked()]:
-                        del self._path_locks[key]
-                lock = self._path_locks[logical] = threading.Lock()
+                if len(shared.path_locks) > 10_000:  # forget idle locks, keep memory bounded
+                    for key in [k for k, v in shared.path_locks.items() if not v.locked()]:
+                        del shared.path_locks[key]
+                lock = shared.path_locks[logical] = threading.Lock()
         with lock:
             yield
+
+
+def _present(backend: _Backend, parts: list[str]) -> bool:
+    try:
+        backend.stat(parts)
+    except (NotFoundError, NotADirectoryError_):
+        return False
+    return True
 
 
 def _contains(folder: Path, path: Path) -> bool:

@@ -128,6 +128,7 @@ class WatchedRun:
         group: PidsGroup | None,
         pass_fds: tuple[int, ...] = (),
         argv_has_limits: bool = True,
+        enter: Callable[[], None] | None = None,
     ) -> None:
         self.limits = limits
         self.cancel = cancel
@@ -144,11 +145,17 @@ class WatchedRun:
                 start_new_session=True,  # its own process group, killed as one
                 close_fds=True,
                 pass_fds=pass_fds,
-                # without prlimit (util-linux) the kernel limits are set between fork and exec
-                preexec_fn=None if argv_has_limits else _set_limits_before_exec(limits),
+                # between fork and exec: the copy-on-write layers are entered (``enter``), and
+                # without prlimit (util-linux) the kernel limits are set
+                preexec_fn=_before_exec(enter, None if argv_has_limits else limits),
             )
         except OSError as exc:
             raise SandboxError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
+        except subprocess.SubprocessError as exc:  # raised between fork and exec
+            raise SandboxError(
+                f"cannot start {argv[0]!r}: entering its copy-on-write layers failed ({exc}); "
+                "this kernel may not allow an overlay in a user namespace"
+            ) from exc
         self.pid = self.proc.pid
         self.tree = ProcessTree(
             self.pid, group=group, boxed=isolation == "bubblewrap", token=env[RUN_TOKEN]
@@ -299,12 +306,20 @@ class WatchedRun:
             return status, usage.ru_utime + usage.ru_stime
 
 
-def _set_limits_before_exec(limits: Limits) -> Callable[[], None]:
-    pairs = limits.rlimits(processes=False)
+def _before_exec(
+    enter: Callable[[], None] | None, limits: Limits | None
+) -> Callable[[], None] | None:
+    """What the child does between fork and exec: enter its copy-on-write layers, then (without
+    prlimit) set its kernel limits; None when there is nothing to do (a faster spawn)."""
+    if enter is None and limits is None:
+        return None
+    pairs = limits.rlimits(processes=False) if limits is not None else []
 
-    def apply() -> None:
+    def prepare() -> None:
+        if enter is not None:
+            enter()
         for number, soft, hard in pairs:
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(number, (soft, hard))
 
-    return apply
+    return prepare

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import stockade.engine
+from stockade.engine.cli.common import default_state
 
 
 def _stockade() -> str:
@@ -38,8 +39,10 @@ def _run(
 
 @pytest.fixture(autouse=True)
 def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every command runs in the test's own folder (the demo writes ./.stockade)."""
+    """Every command runs in the test's own folder, with the test's own user state folder
+    (where the commands keep audit logs and traces by default)."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state-home"))
 
 
 def test_demo_runs_every_step_as_expected_and_exits_zero() -> None:
@@ -188,6 +191,70 @@ def test_audit_show_rejects_a_time_it_cannot_read(audit_log: Path) -> None:
     done = _run("audit", "show", str(audit_log), "--since", "last tuesday")
     assert done.returncode == 2
     assert "is not a time" in done.stderr
+
+
+# -- where state is kept ----------------------------------------------------------------------
+
+
+def test_the_demo_keeps_its_state_in_the_users_state_folder(tmp_path: Path) -> None:
+    done = _run("demo", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["audit"]["path"] == str(tmp_path / "state-home" / "stockade" / "demo" /
+                                          "audit.jsonl")  # fmt: skip
+    assert report["audit"]["intact"] is True
+    assert not (tmp_path / ".stockade").exists()
+
+
+def test_a_demo_state_inside_its_workspace_is_refused_unless_insisted_on(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    done = _run("demo", "--workspace", str(workspace), "--state", str(workspace / ".stockade"))
+    assert done.returncode == 1
+    assert "which the agent can write" in done.stderr
+    assert "--state-in-mount" in done.stderr
+    assert "Traceback" not in done.stderr
+    insisted = _run("demo", "--json", "--workspace", str(workspace), "--state",
+                    str(workspace / ".stockade"), "--state-in-mount")  # fmt: skip
+    assert insisted.returncode == 0, insisted.stderr
+    assert json.loads(insisted.stdout)["audit"]["intact"] is True
+
+
+def test_audit_commands_find_the_workspaces_log_without_being_told(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    assert _run("demo", "--json", "--workspace", str(workspace)).returncode == 0
+    log = default_state(workspace) / "audit.jsonl"
+    assert log.is_relative_to(tmp_path / "state-home")
+    assert log.exists()
+    named = _run("audit", "verify", "--workspace", str(workspace), "--json")
+    assert named.returncode == 0, named.stdout + named.stderr
+    assert json.loads(named.stdout)["log"] == str(log)
+    here = _run("audit", "tail", "-n", "1", "--json", cwd=workspace)  # the current folder
+    assert here.returncode == 0, here.stderr
+    assert json.loads(here.stdout)["seq"] == json.loads(named.stdout)["records"]
+
+
+def test_audit_commands_fall_back_to_the_librarys_default_log_in_the_current_folder(
+    tmp_path: Path,
+) -> None:
+    assert _run("demo", "--state", str(tmp_path / ".stockade")).returncode == 0
+    done = _run("audit", "verify", "--json")
+    assert done.returncode == 0, done.stdout
+    assert json.loads(done.stdout)["log"] == ".stockade/audit.jsonl"
+
+
+def test_audit_verify_reports_a_truncated_or_deleted_log(audit_log: Path) -> None:
+    lines = audit_log.read_bytes().splitlines(keepends=True)
+    audit_log.write_bytes(b"".join(lines[:10]))
+    cut = _run("audit", "verify", str(audit_log))
+    assert cut.returncode == 1
+    assert f"records 11..{len(lines)} are missing: the log was truncated" in cut.stdout
+    report = json.loads(_run("audit", "verify", str(audit_log), "--json").stdout)
+    assert (report["ok"], report["records"], report["sealed"]) == (False, 10, len(lines))
+    assert report["bad_record"] == 11
+    audit_log.unlink()
+    gone = _run("audit", "verify", str(audit_log))
+    assert gone.returncode == 1
+    assert f"says it held {len(lines)} records: it was deleted" in gone.stdout
 
 
 # -- stockade policy --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import pytest
 from support import require_bubblewrap
 
 from stockade.engine import verify_audit
+from stockade.engine.cli.common import default_state
 
 CALLS = [
     {"name": "write_file", "arguments": {"path": "notes.txt", "content": "hello\n"}},
@@ -41,6 +42,14 @@ def stockade(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProc
         cwd=cwd,
         env={**os.environ, "COLUMNS": "200"},
     )
+
+
+@pytest.fixture(autouse=True)
+def _state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The user's state folder, where the audit log goes by default: the test's own."""
+    home = tmp_path / "state-home"
+    monkeypatch.setenv("XDG_STATE_HOME", str(home))
+    return home
 
 
 @pytest.fixture
@@ -64,8 +73,14 @@ def test_a_replay_runs_every_call_through_the_policy(tmp_path: Path, ws: Path) -
     assert [r["status"] for r in report["results"]] == ["ok", "ok", "denied"]
     assert (ws / "notes.txt").read_text() == "hello\n"
     assert not (ws / ".env").exists()
-    assert verify_audit(tmp_path / ".stockade" / "audit.jsonl").ok
-    assert (tmp_path / ".stockade" / "traces.jsonl").read_text().count("\n") == len(CALLS) + 1
+    # the audit log and traces: in the workspace's state folder, outside it
+    state = default_state(ws)
+    assert state.is_relative_to(tmp_path / "state-home" / "stockade")
+    assert report["audit"] == str(state / "audit.jsonl")
+    assert verify_audit(state / "audit.jsonl").ok
+    assert (state / "traces.jsonl").read_text().count("\n") == len(CALLS) + 1
+    assert not (tmp_path / ".stockade").exists()
+    assert not (ws / ".stockade").exists()
 
 
 def test_ask_decisions_are_answered_on_stdin_without_a_terminal(tmp_path: Path, ws: Path) -> None:
@@ -174,7 +189,9 @@ def test_ctrl_c_stops_the_replay_cleanly(tmp_path: Path, ws: Path) -> None:
     script = Path(sys.executable).parent / "stockade"
     args = [str(script), "run", str(jsonl(tmp_path, calls)), "--workspace", str(ws),
             "--preset", "permissive"]  # fmt: skip
-    process = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        args, cwd=tmp_path, stdout=subprocess.PIPE, text=True, env={**os.environ}
+    )
     deadline = time.monotonic() + 30
     while not _sleeping("30.66") and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -185,7 +202,7 @@ def test_ctrl_c_stops_the_replay_cleanly(tmp_path: Path, ws: Path) -> None:
     assert "interrupted" in out
     assert not _sleeping("30.66")  # the command's tree was killed
     assert not (ws / "late.txt").exists()  # the replay stopped there
-    assert verify_audit(tmp_path / ".stockade" / "audit.jsonl").ok
+    assert verify_audit(default_state(ws) / "audit.jsonl").ok
 
 
 def _sleeping(marker: str) -> bool:
@@ -195,3 +212,36 @@ def _sleeping(marker: str) -> bool:
         if alive and words[:1] == ["sleep"] and marker in words:
             return True
     return False
+
+
+def test_a_state_folder_the_agent_could_write_is_refused_unless_insisted_on(
+    tmp_path: Path, ws: Path
+) -> None:
+    transcript = jsonl(tmp_path, CALLS[:1])
+    for inside in (ws / ".stockade", ws):
+        done = stockade("run", str(transcript), "--workspace", str(ws), "--state", str(inside),
+                        cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 1
+        assert "which the agent can write" in done.stderr
+        assert "--state-in-mount" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (ws / "notes.txt").exists()  # nothing ran
+    insisted = stockade("run", str(transcript), "--workspace", str(ws), "--state",
+                        str(ws / ".stockade"), "--state-in-mount", cwd=tmp_path)  # fmt: skip
+    assert insisted.returncode == 0, insisted.stdout + insisted.stderr
+    assert verify_audit(ws / ".stockade" / "audit.jsonl").ok
+
+
+def test_a_cut_log_is_kept_as_evidence_and_the_next_run_refuses_to_write_over_it(
+    tmp_path: Path, ws: Path
+) -> None:
+    transcript = jsonl(tmp_path, CALLS[:2])  # four records
+    assert stockade("run", str(transcript), "--workspace", str(ws), cwd=tmp_path).returncode == 0
+    log = default_state(ws) / "audit.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(lines[0])
+    again = stockade("run", str(transcript), "--workspace", str(ws), cwd=tmp_path)
+    assert again.returncode == 1
+    assert f"records 2..{len(lines)} are missing" in again.stderr
+    assert "Traceback" not in again.stderr
+    assert log.read_bytes() == lines[0]  # left as found

@@ -667,7 +667,18 @@ PRESET_CASES: list[tuple[str, str, str, str, str | None]] = [
     ids=[row[0] for row in PRESET_CASES],
 )
 def test_preset(preset: str, line: str, effect: str, rule: str | None) -> None:
-    check(Policy.preset(preset).decide(execute(line)), effect, rule, line)
+    # as a run boxed by bubblewrap is judged: the permissive preset refuses unboxed ones (below)
+    isolated = execute(line)._replace(isolated=True)
+    check(Policy.preset(preset).decide(isolated), effect, rule, line)
+
+
+def test_a_preset_that_does_not_ask_refuses_commands_that_would_run_unboxed() -> None:
+    for line in ("ls -la", "git status", "sudo ls"):
+        decision = Policy.preset("permissive").decide(execute(line))
+        check(decision, "deny", "require-isolation", line)
+    asked = Policy.preset("default").decide(execute("ls -la"))
+    check(asked, "ask", "commands-ask", "ls -la")
+    assert "WITHOUT isolation" in asked.reason
 
 
 def test_presets_deny_dangerous_commands() -> None:

@@ -160,11 +160,11 @@ PUBLIC: dict[str, list[str]] = {
         "strictest",
     ],
     "stockade.sandbox": [
-        "BOX_PRIVATE_PATHS", "Bubblewrap", "Change", "ExistsError", "FileInfo",
+        "BOX_PRIVATE_PATHS", "Bubblewrap", "Change", "ExistsError", "FileInfo", "Guard",
         "IsADirectoryError_", "Limits", "Mount", "NotADirectoryError_", "NotFoundError",
-        "NotTextError", "PathEscapeError", "ProcessResult", "QuotaError", "ReadOnlyError",
-        "SandboxError", "VirtualFS", "isolation_available", "openat2_available", "run_process",
-        "run_process_async",
+        "NotTextError", "PathDeniedError", "PathEscapeError", "ProcessResult", "QuotaError",
+        "ReadOnlyError", "SandboxError", "VirtualFS", "isolation_available", "openat2_available",
+        "run_process", "run_process_async",
     ],
     "stockade.engine.tools": [
         "Mode", "Postprocess", "RegisteredTool", "RetryPolicy", "ToolBase", "ToolSpec",

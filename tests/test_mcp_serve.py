@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 
 from stockade.engine import Engine, Toolkit, tool
 from stockade.engine.builtin.shell import add_shell_tools
+from stockade.engine.cli.common import default_state
 from stockade.engine.mcp.server import McpService, annotations_of
 from stockade.engine.observe import read_audit, verify_audit
 from stockade.sandbox import VirtualFS
@@ -145,6 +146,58 @@ async def test_allowed_denied_and_escaping_calls_and_their_audit_records(
     assert any(r.get("rule") == "dangerous-path" for r in intents)
 
 
+async def test_by_default_the_state_is_kept_outside_the_workspace(project: Path) -> None:
+    home = project / "state-home"
+    params = _server(project)
+    params.args = [a for a in params.args if a not in ("--state", str(project / "state"))]
+    params.env = {**(params.env or {}), "XDG_STATE_HOME": str(home)}
+    async with Client(params, mode="legacy") as client:
+        wrote = await client.call_tool("write_file", {"path": "out.txt", "content": "made"})
+    assert not wrote.is_error
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(home))
+        log = default_state(project / "ws") / "audit.jsonl"
+    assert log.is_relative_to(home)
+    assert verify_audit(log).ok
+    assert not (project / "ws" / ".stockade").exists()
+
+
+async def test_state_kept_in_the_workspace_on_insistence_is_still_out_of_the_agents_reach(
+    project: Path,
+) -> None:
+    """The attack: empty the audit log, delete it, rewrite the policy file. Each is refused by
+    Stockade's own rule, and the log verifies afterwards."""
+    workspace = project / "ws"
+    policy = workspace / "stockade.toml"
+    policy.write_text('version = 1\ndefault = "ask"\n', encoding="utf-8")
+    params = _server(project, "--policy", str(policy), "--state-in-mount")
+    params.args = [str(workspace / ".stockade") if a == str(project / "state") else a
+                   for a in params.args]  # fmt: skip
+    async with Client(params, mode="legacy") as client:
+        emptied = await client.call_tool(
+            "write_file", {"path": ".stockade/audit.jsonl", "content": ""}
+        )
+        deleted = await client.call_tool("delete_file", {"path": ".stockade/audit.jsonl"})
+        sealed = await client.call_tool(
+            "write_file", {"path": ".stockade/audit.jsonl.seal", "content": ""}
+        )
+        rewritten = await client.call_tool(
+            "write_file", {"path": "stockade.toml", "content": 'version = 1\ndefault = "allow"\n'}
+        )
+        moved = await client.call_tool(
+            "move_file", {"source": ".stockade", "destination": "elsewhere"}
+        )
+    for refused in (emptied, deleted, sealed, rewritten, moved):
+        assert refused.is_error
+        assert _text(refused).startswith("denied by rule stockade-state:"), _text(refused)
+    assert 'default = "ask"' in policy.read_text()
+    log = workspace / ".stockade" / "audit.jsonl"
+    report = verify_audit(log)
+    assert report.ok, str(report)
+    assert report.records == 10
+    assert report.sealed == 10
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("answer", "allowed"), [(_accept, True), (_decline, False)])
 async def test_an_ask_goes_to_the_person_through_elicitation(
@@ -241,7 +294,21 @@ def test_bad_serve_options_fail_with_one_clear_line(tmp_path: Path) -> None:
         (["--mount", f"userinput={tmp_path}"], "absolute logical path"),
         (["--preset", "nonsense"], "nonsense"),
         (["--http", "70000"], "between 1 and 65535"),
+        # state the agent could write: inside the workspace, or another writable mount
+        (["--workspace", str(tmp_path), "--state", str(tmp_path / "st")], "the agent can write"),
+        (
+            [
+                "--workspace",
+                str(tmp_path / "ws"),
+                "--mount",
+                f"/data={tmp_path}",
+                "--state",
+                str(tmp_path / "st"),
+            ],
+            "mounted at /data",
+        ),
     ]
+    (tmp_path / "ws").mkdir()
     for args, said in cases:
         done = subprocess.run(
             [_stockade(), "serve", *args],

@@ -582,6 +582,9 @@ PRESET_REQUESTS = {
     "write-userinput": Request("agent", "write_file", paths=[("/userinput/x", "write")]),
     "write-etc-passwd": Request("agent", "write_file", paths=[("/etc/passwd", "write")]),
     "execute": Request("agent", "shell", action="execute", command="pytest -q"),
+    "execute-isolated": Request(
+        "agent", "shell", action="execute", command="pytest -q", isolated=True
+    ),
     "delete-workspace": Request("agent", "delete_file", paths=[("/workspace/old.txt", "delete")]),
     "ro-write-src": Request(
         "agent", "read_file", paths=[("/workspace/src/a.py", "write")], read_only=True
@@ -607,6 +610,7 @@ PRESET_TABLE = {
         ("write-userinput", "deny", "userinput-read-only"),
         ("write-etc-passwd", "deny", "outside-namespaces"),
         ("execute", "ask", "commands-ask"),
+        ("execute-isolated", "ask", "commands-ask"),
         ("delete-workspace", "allow", "workspace-files"),
         ("ro-write-src", "allow", "workspace-files"),
         ("ro-read-etc", "deny", "outside-namespaces"),
@@ -621,6 +625,7 @@ PRESET_TABLE = {
         ("write-userinput", "deny", "read-only-mode"),
         ("write-etc-passwd", "deny", "read-only-mode"),
         ("execute", "deny", "read-only-mode"),
+        ("execute-isolated", "deny", "read-only-mode"),
         ("delete-workspace", "deny", "read-only-mode"),
         ("ro-write-src", "deny", "no-changes"),
         ("ro-read-etc", "deny", "outside-namespaces"),
@@ -635,6 +640,7 @@ PRESET_TABLE = {
         ("write-userinput", "deny", "-"),
         ("write-etc-passwd", "deny", "-"),
         ("execute", "deny", "-"),
+        ("execute-isolated", "deny", "-"),
         ("delete-workspace", "deny", "-"),
         ("ro-write-src", "deny", "-"),
         ("ro-read-etc", "deny", "-"),
@@ -648,7 +654,9 @@ PRESET_TABLE = {
         ("ro-read-ssh-key", "deny", "dangerous-path"),
         ("write-userinput", "allow", "-"),
         ("write-etc-passwd", "allow", "-"),
-        ("execute", "allow", "-"),
+        # commands run unasked here, so only boxed: without bubblewrap they are refused
+        ("execute", "deny", "require-isolation"),
+        ("execute-isolated", "allow", "-"),
         ("delete-workspace", "allow", "-"),
         ("ro-write-src", "allow", "-"),
         ("ro-read-etc", "allow", "-"),
@@ -802,8 +810,24 @@ def test_read_only_off_by_default() -> None:
 
 # One path per entry of the built-in list (relative to a folder).
 DANGEROUS_NAMES = [
+    # what makes git run code or reach credentials, in a repository and in its submodules
     ".git/hooks/pre-commit",
     ".git/config",
+    ".git/config.worktree",
+    ".git/commondir",
+    ".git/info/exclude",
+    ".git/info/attributes",
+    ".git/objects/info/alternates",
+    ".git/objects/info/http-alternates",
+    ".git/worktrees/wt/config.worktree",
+    ".git/worktrees/wt/commondir",
+    ".git/rebase-merge/git-rebase-todo",
+    ".git/modules/sub/config",
+    ".git/modules/sub/config.worktree",
+    ".git/modules/sub/commondir",
+    ".git/modules/a/b/hooks/post-checkout",
+    ".git/modules/sub/info/attributes",
+    ".git/modules/sub/rebase-merge/git-rebase-todo",
     ".ssh/config",
     ".ssh/id_rsa",
     ".gnupg/x",
@@ -814,6 +838,7 @@ DANGEROUS_NAMES = [
     ".netrc",
     ".npmrc",
     ".pypirc",
+    ".yarnrc.yml",
     ".env",
     ".env.production",
     ".env.local",
@@ -821,6 +846,7 @@ DANGEROUS_NAMES = [
     ".bashrc",
     ".bash_profile",
     ".zshrc",
+    ".zshenv",
     ".zprofile",
     ".profile",
     ".gitconfig",
@@ -828,14 +854,24 @@ DANGEROUS_NAMES = [
     ".vscode/settings.json",
     ".idea/workspace.xml",
     ".husky/pre-push",
+    ".devcontainer/devcontainer.json",
     ".mcp.json",
     ".claude/settings.json",
     ".codex/config.toml",
     ".agents/x",
+    ".cursor/mcp.json",
+    ".gemini/settings.json",
+    ".stockade/audit.jsonl",
+    "stockade.toml",
     # the folders themselves
-    ".git",
+    ".git/hooks",
+    ".git/info",
     ".ssh",
     ".vscode",
+    ".devcontainer",
+    ".cursor",
+    ".gemini",
+    ".stockade",
 ]
 
 DANGEROUS_CASES = [
@@ -853,11 +889,19 @@ def protected() -> Policy:
 
 def test_the_builtin_list_is_the_design_list() -> None:
     assert set(DEFAULT_DANGEROUS) == {
-        ".git/", ".ssh/", ".gnupg/", ".aws/", ".kube/", ".docker/config.json",
-        ".git-credentials", ".netrc", ".npmrc", ".pypirc", ".env", ".env.*", ".envrc",
-        ".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile", ".gitconfig",
-        ".gitmodules", ".vscode/", ".idea/", ".husky/", ".mcp.json", ".claude/", ".codex/",
-        ".agents/",
+        ".git", ".git/config", ".git/config.worktree", ".git/commondir", ".git/hooks/",
+        ".git/info/", ".git/objects/info/alternates", ".git/objects/info/http-alternates",
+        ".git/worktrees/*/config*", ".git/worktrees/*/commondir",
+        ".git/rebase-merge/git-rebase-todo",
+        ".git/modules/**/config", ".git/modules/**/config.worktree",
+        ".git/modules/**/commondir", ".git/modules/**/hooks/", ".git/modules/**/info/",
+        ".git/modules/**/rebase-merge/git-rebase-todo",
+        ".ssh/", ".gnupg/", ".aws/", ".kube/", ".docker/config.json",
+        ".git-credentials", ".netrc", ".npmrc", ".pypirc", ".yarnrc.yml", ".env", ".env.*",
+        ".envrc", ".bashrc", ".bash_profile", ".zshrc", ".zshenv", ".zprofile", ".profile",
+        ".gitconfig", ".gitmodules", ".vscode/", ".idea/", ".husky/", ".devcontainer/",
+        ".mcp.json", ".claude/", ".codex/", ".agents/", ".cursor/", ".gemini/",
+        ".stockade/", "stockade.toml",
     }  # fmt: skip
 
 
@@ -874,7 +918,52 @@ def test_dangerous_paths_are_matched_on_full_paths_anywhere(protected: Policy, p
 
 
 def test_dangerous_path_delete_is_protected_too(protected: Policy) -> None:
-    assert decide(protected, touch("/workspace/.git/HEAD", "delete")).rule == "dangerous-path"
+    assert decide(protected, touch("/workspace/.git/hooks/x", "delete")).rule == "dangerous-path"
+    assert decide(protected, touch("/workspace/.zshenv", "delete")).rule == "dangerous-path"
+
+
+@pytest.mark.parametrize("folder", ["/workspace", "/workspace/vendor/lib", "/workspace/.GIT/.."])
+def test_a_path_named_git_is_protected_against_changes_but_readable(
+    protected: Policy, folder: str
+) -> None:
+    """A `.git` file (``gitdir: ...``, in worktrees and submodules) sends git elsewhere: writing
+    or deleting it is protected. Reading it, or the folder of that name, is what git does."""
+    path = f"{folder}/.git"
+    for access in ("write", "delete"):
+        assert effect_rule(decide(protected, touch(path, access))) == ("ask", "dangerous-path")
+    assert decide(protected, touch(path, "read")).rule is None
+    assert decide(protected, touch(path.upper(), "write")).rule == "dangerous-path"
+
+
+# What ordinary git work writes: never run by git, so never protected (any access).
+GIT_DATA = [
+    ".git/HEAD", ".git/ORIG_HEAD", ".git/FETCH_HEAD", ".git/MERGE_HEAD", ".git/index",
+    ".git/index.lock", ".git/packed-refs", ".git/COMMIT_EDITMSG", ".git/description",
+    ".git/objects/ab/cdef0123", ".git/objects/pack/pack-1.pack", ".git/objects/info/packs",
+    ".git/refs/heads/main", ".git/refs/stash", ".git/logs/HEAD", ".git/logs/refs/stash",
+    ".git/refs/heads/hooks/x",  # a branch named hooks/x
+    ".git/refs/heads/config",  # a branch named config
+    ".git/refs/heads/info/y", ".git/sequencer/todo", ".git/rebase-merge/done",
+    ".git/modules/sub/HEAD", ".git/modules/sub/index", ".git/modules/sub/objects/ab/cd",
+    ".git/worktrees/wt/HEAD", ".git/worktrees/wt/index",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", GIT_DATA)
+def test_what_ordinary_git_writes_is_not_protected(protected: Policy, name: str) -> None:
+    for access in ("read", "write", "delete"):
+        decision = decide(protected, touch(f"/workspace/pkg/{name}", access))
+        assert decision.rule is None, (access, decision)
+
+
+def test_removing_git_takes_out_every_git_entry_as_it_did_when_the_list_held_it_whole() -> None:
+    policy = Policy.from_dict({"dangerous_paths": {"remove": [".git/"]}})
+    for name in (".git/hooks/pre-commit", ".git/config", ".git/modules/s/config", ".git"):
+        assert decide(policy, touch(f"/workspace/{name}", "write")).rule is None, name
+    assert decide(policy, touch("/workspace/.env", "write")).rule == "dangerous-path"
+    # in extend (or replace), ".git/" is a folder like any other: all of it
+    whole = Policy.from_dict({"dangerous_paths": {"replace": [".git/"]}})
+    assert decide(whole, touch("/workspace/.git/HEAD", "write")).rule == "dangerous-path"
 
 
 # Legitimate names that look like protected ones: flagging them would be over-blocking.
@@ -1534,7 +1623,9 @@ def test_casbin_csv_loads_through_casbins_file_adapter(tmp_path: Path, name: str
 def test_casbin_csv_round_trip_decides_like_the_original(tmp_path: Path, name: str) -> None:
     policy = ROUND_TRIP_POLICIES[name]()
     enforcer = casbin_file_enforcer(tmp_path, policy)
-    loaded = Policy.from_enforcer(enforcer, default=policy.default.value)
+    # what lines cannot hold (the default, the [process] table) is given beside them
+    process = policy.process.model_dump()
+    loaded = Policy.from_enforcer(enforcer, default=policy.default.value, process=process)
     for request in casbin_round_trip_requests():
         assert loaded.decide(request) == policy.decide(request), request
 
@@ -1543,7 +1634,10 @@ def test_casbin_csv_round_trip_decides_like_the_original(tmp_path: Path, name: s
 def test_from_enforcer_round_trip_in_memory(name: str) -> None:
     # the same round trip without the CSV file: the lines themselves hold the whole policy
     policy = ROUND_TRIP_POLICIES[name]()
-    loaded = Policy.from_enforcer(policy.casbin().enforcer, default=policy.default.value)
+    process = policy.process.model_dump()
+    loaded = Policy.from_enforcer(
+        policy.casbin().enforcer, default=policy.default.value, process=process
+    )
     assert loaded.casbin_lines() == policy.casbin_lines()
     for request in casbin_round_trip_requests():
         assert loaded.decide(request) == policy.decide(request), request
@@ -1743,13 +1837,14 @@ def test_lint_policy_reads_a_file(tmp_path: Path) -> None:
     assert "absent.toml" in missing[0].message
 
 
-# Presets: no errors and no warnings. The one note is documented: the default preset's
-# "workspace-files" allow rule (line 35, its effect) under default allow only names the rule.
+# Presets: no errors and no warnings. The notes are documented: the default preset's
+# "workspace-files" allow rule (line 38, its effect) under default allow only names the rule,
+# and the permissive preset requires isolation (line 17), which denies commands without bubblewrap.
 PRESET_LINT = {
     "default": [("info", 38, "rules.3.effect")],
     "read-only": [],
     "strict": [],
-    "permissive": [],
+    "permissive": [("info", 17, "process.require_isolation")],
 }
 
 

@@ -164,6 +164,26 @@ def test_compiled_path_equals_casbin_with_isolation_and_private_folders() -> Non
         assert seen[outcome] > 50, seen
 
 
+def test_compiled_path_equals_casbin_with_stockades_own_files_protected() -> None:
+    """`Policy.protect` adds a rule of Stockade's own: both paths must see it alike."""
+    rng = random.Random(20270101)
+    mismatches: list[str] = []
+    seen: Counter[str] = Counter()
+    for _ in range(20):
+        own = rng.sample(["/workspace/src", "/workspace/.git", "/etc", "/workspace/a b"], 2)
+        policy = random_policy(rng).protect(own)
+        for _ in range(150):
+            request = random_request(rng)
+            fast = policy.decide(request)
+            reference = policy.decide_with_casbin(request)
+            seen["own files" if fast.rule == "stockade-state" else "the rest"] += 1
+            if fast != reference and len(mismatches) < 5:
+                mismatches.append(f"{request}\n  compiled: {fast}\n  casbin:   {reference}")
+    assert not mismatches, "\n".join(mismatches)
+    assert seen["own files"] > 30, seen
+    assert seen["the rest"] > 1000, seen
+
+
 def test_decisions_are_identical_in_every_field_not_just_the_effect() -> None:
     # the comparison above is on whole decisions; make sure that includes rule and target
     policy = Policy.from_dict(

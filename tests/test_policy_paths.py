@@ -365,5 +365,6 @@ def test_invisible_characters_never_unprotect_a_name(name: str, invisibles: list
     )
     assert re.sub("[\u200b\u00ad\u2060\ufeff]", "", spelt) == name
     assert fold(spelt) == name
-    decision = decide(f"/workspace/pkg/{spelt}", "read")
+    # (a path named .git is protected against changes only: git reads its own folder)
+    decision = decide(f"/workspace/pkg/{spelt}", "write" if name == ".git" else "read")
     assert decision.rule == "dangerous-path"

@@ -33,6 +33,7 @@ from stockade.sandbox import (
     NotADirectoryError_,
     NotFoundError,
     NotTextError,
+    PathDeniedError,
     PathEscapeError,
     QuotaError,
     ReadOnlyError,
@@ -732,6 +733,7 @@ def test_errors_are_also_builtin_exceptions(fs: VirtualFS) -> None:
 BUILTIN_BASES: list[tuple[type[Exception], type[Exception]]] = [
     (SandboxError, OSError),
     (PathEscapeError, PermissionError),
+    (PathDeniedError, PermissionError),
     (ReadOnlyError, PermissionError),
     (QuotaError, OSError),
     (NotFoundError, FileNotFoundError),
@@ -1146,3 +1148,166 @@ def test_overlay_over_a_nested_mount_of_its_own_folder(tmp_path: Path) -> None:
         fs.commit()
     assert (one / "a.txt").read_text() == "a"
     assert (two / "b.txt").read_text() == "b"
+
+
+# -- guarded views ---------------------------------------------------------------------------
+
+
+class Guard:
+    """A guard that records what it is asked and refuses every path under ``refused``."""
+
+    def __init__(self, *refused: str) -> None:
+        self.refused = refused
+        self.asked: list[tuple[str, str]] = []
+
+    def __call__(self, path: str, access: str) -> str | None:
+        self.asked.append((path, access))
+        if any(path == r or path.startswith(r + "/") for r in self.refused):
+            return f"{path} is kept from {access}s"
+        return None
+
+
+def test_a_guarded_view_asks_about_each_operation_as_what_it_is(fs: VirtualFS) -> None:
+    seed(fs, {"a.txt": "a", "d/b.txt": "b"})
+    guard = Guard()
+    view = fs.guarded(guard)
+    steps: list[tuple[Callable[[], object], list[tuple[str, str]]]] = [
+        (lambda: view.read_text("a.txt"), [("/workspace/a.txt", "read")]),
+        (lambda: view.list_dir("d"), [("/workspace/d", "read")]),
+        (lambda: view.stat("d/b.txt"), [("/workspace/d/b.txt", "read")]),
+        (lambda: view.write_text("c.txt", "c"), [("/workspace/c.txt", "write")]),
+        (lambda: view.mkdir("e"), [("/workspace/e", "write")]),
+        (lambda: view.delete("c.txt"), [("/workspace/c.txt", "delete")]),
+        (
+            lambda: view.move("a.txt", "e/a.txt"),
+            [("/workspace/a.txt", "delete"), ("/workspace/e/a.txt", "write")],
+        ),
+    ]
+    for step, expected in steps:
+        guard.asked.clear()
+        step()
+        assert sorted(set(guard.asked)) == sorted(expected), guard.asked
+    assert fs.read_text("e/a.txt") == "a"
+
+
+def test_a_refusal_names_the_path_the_access_and_the_reason(fs: VirtualFS) -> None:
+    seed(fs, {"vault/key.txt": SECRET_TEXT, "open.txt": "open"})
+    view = fs.guarded(Guard("/workspace/vault"))
+    with pytest.raises(PathDeniedError) as refused:
+        view.read_text("vault/key.txt")
+    assert refused.value.path == "/workspace/vault/key.txt"
+    assert refused.value.reason == "/workspace/vault/key.txt is kept from reads"
+    assert str(refused.value).startswith("/workspace/vault/key.txt may not be read by this call:")
+    assert isinstance(refused.value, PermissionError)
+    for step in (
+        lambda: view.list_dir("vault"),
+        lambda: view.stat("vault/key.txt"),
+        lambda: view.exists("vault/key.txt"),  # a refusal is not absence
+        lambda: view.write_text("vault/key.txt", "x"),
+        lambda: view.delete("vault/key.txt"),
+        lambda: view.move("vault/key.txt", "stolen.txt"),
+        lambda: view.move("open.txt", "vault/open.txt"),
+    ):
+        with pytest.raises(PathDeniedError):
+            step()
+    assert fs.read_text("vault/key.txt") == SECRET_TEXT  # the file system itself is not guarded
+    assert fs.read_text("open.txt") == "open"
+    assert not fs.exists("stolen.txt")
+
+
+SECRET_TEXT = "the secret text\n"
+
+
+@pytest.mark.parametrize("kind", ["host", "overlay"])
+def test_links_are_judged_where_they_lead(kind: str, ws: Path) -> None:
+    (ws / "vault").mkdir()
+    (ws / "vault" / "key.txt").write_text(SECRET_TEXT)
+    (ws / "ok.txt").write_text("ok\n")
+    os.symlink("vault/key.txt", ws / "to-key")
+    os.symlink("vault", ws / "to-vault")
+    os.symlink("ok.txt", ws / "to-ok")
+    with make_fs(kind, ws) as fs:
+        guard = Guard("/workspace/vault")
+        view = fs.guarded(guard)
+        for step in (
+            lambda: view.read_text("to-key"),
+            lambda: view.read_text("to-vault/key.txt"),
+            lambda: view.stat("to-key"),
+            lambda: view.list_dir("to-vault"),
+            lambda: view.write_text("to-key", "overwritten"),  # a write lands on the target
+        ):
+            with pytest.raises(PathDeniedError) as refused:
+                step()
+            assert refused.value.path is not None
+            assert refused.value.path.startswith("/workspace/vault"), refused.value.path
+            assert SECRET_TEXT not in str(refused.value)
+        assert view.read_text("to-ok") == "ok\n"
+        view.write_text("to-ok", "through the link\n")
+        assert ("/workspace/ok.txt", "write") in guard.asked
+        assert view.lstat("to-key").kind == "link"  # the link itself, not what it leads to
+        view.delete("to-key")  # deleted as itself: judged as itself
+        assert ("/workspace/to-key", "delete") in guard.asked
+        fs.commit()
+    assert (ws / "vault" / "key.txt").read_text() == SECRET_TEXT
+    assert (ws / "ok.txt").read_text() == "through the link\n"
+    assert not (ws / "to-key").is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["host", "memory"])
+def test_moving_or_deleting_a_folder_judges_everything_in_it(kind: str, ws: Path) -> None:
+    with make_fs(kind, ws) as fs:
+        seed(fs, {"d/x.txt": "x", "d/e/key.txt": SECRET_TEXT})
+        guard = Guard("/workspace/d/e/key.txt", "/workspace/elsewhere/e/key.txt")
+        view = fs.guarded(guard)
+        with pytest.raises(PathDeniedError) as refused:
+            view.move("d", "elsewhere")
+        assert refused.value.path == "/workspace/d/e/key.txt"
+        with pytest.raises(PathDeniedError):
+            view.delete("d", recursive=True)
+        assert fs.read_text("d/e/key.txt") == SECRET_TEXT
+        assert not fs.exists("elsewhere")
+        # a folder holding nothing the guard protects moves as before
+        seed(fs, {"plain/a.txt": "a", "plain/sub/b.txt": "b"})
+        guard.asked.clear()
+        view.move("plain", "moved")
+        assert {
+            ("/workspace/plain/a.txt", "delete"),
+            ("/workspace/moved/a.txt", "write"),
+            ("/workspace/plain/sub/b.txt", "delete"),
+            ("/workspace/moved/sub/b.txt", "write"),
+        } <= set(guard.asked)
+        assert fs.read_text("moved/sub/b.txt") == "b"
+
+
+def test_a_refused_write_leaves_nothing_behind(fs: VirtualFS, kind: str, ws: Path) -> None:
+    view = fs.guarded(Guard("/workspace/new"))
+    with pytest.raises(PathDeniedError):
+        view.write_text("new/deep/file.txt", "x")
+    with pytest.raises(PathDeniedError):
+        view.mkdir("new/deep")
+    assert not fs.exists("new")
+    assert fs.changes() == []
+    assert fs.written == 0
+    if kind == "host":
+        assert not (ws / "new").exists()
+        assert stray_temp_files(ws) == []
+
+
+def test_a_view_shares_mounts_quota_and_locks_and_closing_it_closes_nothing(ws: Path) -> None:
+    with VirtualFS([Mount("/workspace", ws)], max_write_bytes=10) as fs:
+        view = fs.guarded(Guard())
+        view.write_text("a.txt", "12345")
+        assert fs.written == 5
+        with pytest.raises(QuotaError):
+            fs.write_text("b.txt", "123456")  # the view's bytes count against the same quota
+        view.close()
+        with view:
+            pass
+        assert fs.read_text("a.txt") == "12345"  # still open
+        both = view.guarded(Guard("/workspace/a.txt"))
+        with pytest.raises(PathDeniedError):
+            both.read_text("a.txt")
+        assert view.guard is not None
+        assert fs.guard is None
+    with pytest.raises(SandboxError, match="closed"):
+        view.read_text("a.txt")

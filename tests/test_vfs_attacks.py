@@ -52,6 +52,7 @@ from stockade.sandbox import (
     Mount,
     NotADirectoryError_,
     NotFoundError,
+    PathDeniedError,
     PathEscapeError,
     QuotaError,
     ReadOnlyError,
@@ -1143,4 +1144,75 @@ def test_swapping_a_folder_for_a_link_out_never_escapes(
         else (ws / "raceLink")
     )
     assert (real / "victim.txt").read_text().startswith("v")
+    assert not stray_temp_files(ws)
+
+
+@pytest.mark.parametrize("resolver", ["openat2", "walk"])
+def test_a_guarded_view_judges_what_it_opens_while_a_link_is_swapped_in_and_out(
+    resolver: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While raceDir (an ordinary folder) is swapped with raceLink, a link *inside* the mount to
+    vault/, thousands of reads and writes through raceDir go on: the guard refuses vault/, and
+    is asked about the file each operation really opens, so a read never returns the vault's
+    file and a write never lands in it, however the swap falls."""
+    if resolver == "openat2" and not openat2_available():
+        pytest.skip("openat2 is not available on this kernel")
+    if resolver == "walk":
+        monkeypatch.setattr(stockade.sandbox.hostroot, "_OPENAT2", None)
+    ws = tmp_path / "workspace"
+    (ws / "vault").mkdir(parents=True)
+    (ws / "vault" / "inner.txt").write_text(SECRET)
+    (ws / "raceDir").mkdir()
+    (ws / "raceDir" / "inner.txt").write_text("inside")
+    os.symlink("vault", ws / "raceLink")
+    vault_before = snapshot(ws / "vault")
+
+    def guard(path: str, access: str) -> str | None:
+        return "the vault is closed" if path.startswith("/workspace/vault") else None
+
+    fs = VirtualFS([Mount("/workspace", ws)], durable=False)
+    view = fs.guarded(guard)
+    outcomes = {"ok": 0, "refused": 0, "stopped": 0}
+    failures: list[str] = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + 8
+
+    def work(worker: int) -> None:
+        for i in range(1500):
+            if time.monotonic() > deadline:
+                return
+            for step in (
+                partial(view.read_text, "raceDir/inner.txt"),
+                partial(view.write_text, "raceDir/victim.txt", f"v{worker}-{i}"),
+                partial(view.list_dir, "raceDir"),
+            ):
+                try:
+                    value = step()
+                except PathDeniedError:
+                    key = "refused"
+                except SandboxError:
+                    key = "stopped"  # a swap caught in the middle: stopped, which is safe too
+                except Exception as exc:
+                    with lock:
+                        failures.append(repr(exc))
+                    continue
+                else:
+                    key = "ok"
+                    if isinstance(value, str) and SECRET in value:
+                        with lock:
+                            failures.append(f"read the vault: {value!r}")
+                with lock:
+                    outcomes[key] += 1
+
+    with fs, swapping(ws, "raceDir", "raceLink") as swaps:
+        workers = [threading.Thread(target=work, args=(n,)) for n in range(2)]
+        for thread in workers:
+            thread.start()
+        for thread in workers:
+            thread.join(30)
+    assert not failures, failures[:5]
+    assert swaps[0] > 1000, "the swapper hardly ran"
+    assert outcomes["ok"] > 0, outcomes
+    assert outcomes["refused"] > 0, outcomes  # the guard was asked about the vault, and said no
+    assert snapshot(ws / "vault") == vault_before  # nothing landed in it
     assert not stray_temp_files(ws)

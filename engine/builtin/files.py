@@ -3,8 +3,11 @@
 Each tool receives the engine's `VirtualFS` by injection (``Engine(fs=...)``) and never opens a
 host path. Paths are logical (``/workspace/...``, ``/userinput/...``; relative ones are under
 ``/workspace``) and declared to the policy with how they are used, so a call is judged on its
-canonical paths before it runs. Results say how many bytes moved and, for changes, the sha256
-of the file before and after.
+canonical paths before it runs. Under the engine the file system a tool gets is a guarded view
+that judges again, at the moment of use, what each operation really reaches: the walking tools
+(grep, glob_files, list_directory) leave out what the policy would not let the call read, and
+say how many entries and why, never what they hold. Results say how many bytes moved and, for
+changes, the sha256 of the file before and after.
 
     toolkit = Toolkit()
     add_file_tools(toolkit)
@@ -16,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -24,7 +28,7 @@ from wcmatch import glob as wcglob
 from stockade.engine.content import FileReport, ToolOutput
 from stockade.engine.tools import RegisteredTool, tool
 from stockade.engine.tools.catalog import BASIC, ToolCatalog
-from stockade.sandbox import NotTextError, SandboxError, VirtualFS
+from stockade.sandbox import NotTextError, PathDeniedError, SandboxError, VirtualFS
 
 MAX_READ_CHARS = 200_000
 MAX_LIST = 1_000
@@ -38,15 +42,57 @@ def _sha(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
-def _current(fs: VirtualFS, path: str) -> bytes | None:
-    """The file's content before a change, for its sha256; None if it is absent (or too big to
-    read, which must not stop it being replaced by something smaller)."""
+def _current(fs: VirtualFS, path: str, *, for_hash: bool = False) -> bytes | None:
+    """The file's content before a change; None if it is absent (or too big to read, which must
+    not stop it being replaced by something smaller). ``for_hash``: only its sha256 is wanted,
+    so a file the call may not read has none (the change itself is judged as what it is)."""
     try:
         if fs.stat(path).size > fs.max_file_bytes:
             return None
         return fs.read_bytes(path)
     except FileNotFoundError:
         return None
+    except PathDeniedError:
+        if for_hash:
+            return None
+        raise
+
+
+@dataclass(slots=True)
+class _LeftOut:
+    """What a walk left out because the policy does not let the call read it: how many entries,
+    and the policy's reasons (rules and their words, never a name or a file's content)."""
+
+    count: int = 0
+    reasons: set[str] = field(default_factory=set)
+
+    def add(self, refusal: PathDeniedError) -> None:
+        self.count += 1
+        self.reasons.add(refusal.reason)
+
+    def text(self) -> str:
+        """The line a result ends with ("" when nothing was left out)."""
+        if not self.count:
+            return ""
+        one = self.count == 1
+        entries = f"{self.count} entr{'y' if one else 'ies'}"
+        why = "; ".join(sorted(self.reasons)[:3]) + ("; ..." if len(self.reasons) > 3 else "")
+        return (
+            f"[{entries} left out: the policy does not let this call read "
+            f"{'it' if one else 'them'} ({why})]"
+        )
+
+    def metadata(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """``metadata`` with the count and the reasons, when anything was left out."""
+        if self.count:
+            metadata["left_out"] = self.count
+            metadata["left_out_reasons"] = sorted(self.reasons)
+        return metadata
+
+    def after(self, text: str) -> str:
+        """``text`` followed by the line saying what was left out."""
+        line = self.text()
+        return f"{text}\n{line}" if line else text
 
 
 def _lines(text: str) -> list[str]:
@@ -121,11 +167,12 @@ def write_file(path: str, content: str, fs: VirtualFS) -> ToolOutput:
         path: The file to write, e.g. /workspace/notes.md.
         content: The complete new content.
     """
-    before = _current(fs, path)
+    existed = _exists(fs, path)
+    before = _current(fs, path, for_hash=True)
     after = content.encode("utf-8")
     fs.write_bytes(path, after)
     where = fs.canonical(path)
-    verb = "created" if before is None else "replaced"
+    verb = "replaced" if existed else "created"
     return _changed(where, before, after, f"{verb} {where} ({len(after)} bytes)")
 
 
@@ -206,12 +253,15 @@ def delete_file(path: str, fs: VirtualFS) -> ToolOutput:
         path: What to delete.
     """
     canonical = fs.canonical(path, follow_last=False)  # a link is deleted as itself
-    info = fs.lstat(path)
-    before = _current(fs, path) if info.kind == "file" else None
+    try:
+        info = fs.lstat(path)
+    except PathDeniedError:  # the delete is judged as a delete, below
+        size, before = 0, None
+    else:
+        size = info.size
+        before = _current(fs, path, for_hash=True) if info.kind == "file" else None
     fs.delete(path)
-    return ToolOutput(
-        f"deleted {canonical}", file=FileReport(canonical, info.size, _sha(before), None)
-    )
+    return ToolOutput(f"deleted {canonical}", file=FileReport(canonical, size, _sha(before), None))
 
 
 @tool(paths={"source": "delete", "destination": "write"})
@@ -239,20 +289,37 @@ def list_directory(fs: VirtualFS, path: str = "/workspace") -> ToolOutput:
     folder = fs.canonical(path)
     names = fs.list_dir(path)
     lines = []
+    left_out = _LeftOut()
     for name in names[:MAX_LIST]:
         child = f"{folder.rstrip('/')}/{name}"
         try:
-            info = fs.stat(child)
+            info = fs.stat(child)  # judged as a read, where a link leads
             lines.append(f"{name}/" if info.kind == "dir" else f"{name}  ({info.size} bytes)")
+        except PathDeniedError as exc:  # not even its name is shown
+            left_out.add(exc)
         except SandboxError as exc:  # a link out of the mount: show it, never follow it
             lines.append(f"{name}  (unavailable: {type(exc).__name__})")
     if len(names) > MAX_LIST:
         lines.append(f"[... {len(names) - MAX_LIST} more entries]")
-    return ToolOutput("\n".join(lines) or "(empty folder)", {"path": folder, "entries": len(names)})
+    empty = "(no entry shown)" if left_out.count else "(empty folder)"
+    text = left_out.after("\n".join(lines) or empty)
+    return ToolOutput(
+        text, left_out.metadata({"path": folder, "entries": len(names) - left_out.count})
+    )
 
 
-def _walk(fs: VirtualFS, root: str) -> Iterator[str]:
-    """Files under ``root`` (logical paths), without following links out or in circles."""
+def _exists(fs: VirtualFS, path: str) -> bool:
+    """Whether something is at ``path`` (for a file the call may not read: yes)."""
+    try:
+        return fs.exists(path)
+    except PathDeniedError:
+        return True
+
+
+def _walk(fs: VirtualFS, root: str, left_out: _LeftOut) -> Iterator[str]:
+    """Files under ``root`` (logical paths), without following links out or in circles. Every
+    folder listed and every entry reached is judged as a read (through a guarded view, where a
+    link leads); what is refused is counted in ``left_out`` and not gone into."""
     seen: set[str] = set()
     stack = [root]
     visited = 0
@@ -267,6 +334,11 @@ def _walk(fs: VirtualFS, root: str) -> Iterator[str]:
         seen.add(canonical)
         try:
             names = fs.list_dir(folder)
+        except PathDeniedError as exc:
+            if folder == root:
+                raise  # the folder asked for: a refusal, not a gap in the results
+            left_out.add(exc)
+            continue
         except SandboxError:
             continue
         for name in names:
@@ -278,6 +350,9 @@ def _walk(fs: VirtualFS, root: str) -> Iterator[str]:
             child = f"{folder.rstrip('/')}/{name}"
             try:
                 kind = fs.stat(child).kind
+            except PathDeniedError as exc:
+                left_out.add(exc)
+                continue
             except SandboxError:
                 continue  # links out of the mount are skipped, never followed
             if kind == "dir":
@@ -296,7 +371,8 @@ def glob_files(pattern: str, fs: VirtualFS, path: str = "/workspace") -> ToolOut
     """
     root = fs.canonical(path)
     found = []
-    for file in _walk(fs, root):
+    left_out = _LeftOut()
+    for file in _walk(fs, root, left_out):
         relative = file[len(root.rstrip("/")) + 1 :]
         if wcglob.globmatch(relative, pattern, flags=_GLOB_FLAGS):
             found.append(file)
@@ -306,7 +382,9 @@ def glob_files(pattern: str, fs: VirtualFS, path: str = "/workspace") -> ToolOut
     shown = found[:MAX_LIST]
     more = "\n[... more matches: narrow the pattern]" if len(found) > MAX_LIST else ""
     text = "\n".join(shown) + more if shown else f"no file under {root} matches {pattern!r}"
-    return ToolOutput(text, {"path": root, "matches": len(shown)})
+    return ToolOutput(
+        left_out.after(text), left_out.metadata({"path": root, "matches": len(shown)})
+    )
 
 
 @tool(read_only=True, paths={"path": "read"})
@@ -332,12 +410,13 @@ def grep(
     except re.error as exc:
         raise ValueError(f"pattern is not a valid regular expression: {exc}") from None
     root = fs.canonical(path)
+    left_out = _LeftOut()
     files: Callable[[], Iterator[str]]
     if fs.stat(root).kind == "file":
         files = lambda: iter([root])  # noqa: E731
         base = root.rsplit("/", 1)[0]
     else:
-        files = lambda: _walk(fs, root)  # noqa: E731
+        files = lambda: _walk(fs, root, left_out)  # noqa: E731
         base = root
     matches: list[str] = []
     skipped = 0
@@ -347,6 +426,9 @@ def grep(
             continue
         try:
             text = _decode(fs.read_bytes(file), file)
+        except PathDeniedError as exc:  # judged where it really is: a link, at its target
+            left_out.add(exc)
+            continue
         except (NotTextError, SandboxError):
             skipped += 1
             continue
@@ -364,7 +446,8 @@ def grep(
     text = "\n".join(matches) if matches else f"no line under {root} matches {pattern!r}"
     if cut:
         text += f"\n[stopped at {max_matches} matches]"
-    return ToolOutput(text, {"path": root, "matches": len(matches), "skipped_files": skipped})
+    metadata = {"path": root, "matches": len(matches), "skipped_files": skipped}
+    return ToolOutput(left_out.after(text), left_out.metadata(metadata))
 
 
 @tool(read_only=True, paths={"path": "read"})

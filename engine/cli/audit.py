@@ -3,6 +3,13 @@
 stockade audit verify                      # exit 0 intact, 1 not (the first bad record named)
 stockade audit show --tool write_file --status denied --since 1h
 stockade audit tail -n 20 --follow
+
+Without a LOG, the commands read the log that ``demo``, ``run`` and ``serve`` keep for the
+workspace given as ``--workspace`` (the current folder by default): ``audit.jsonl`` in its
+default state folder, outside it (see ``common``). Where that log has never been written but
+``.stockade/audit.jsonl`` exists in the current folder (where an `AuditLog()` of a program writes
+by default), they read that one instead. A log counts as there when its seal is, so a deleted
+log is reported as deleted rather than looked for elsewhere.
 """
 
 from __future__ import annotations
@@ -20,18 +27,30 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from stockade.engine.cli.common import default_state
 from stockade.engine.observe import AuditError, read_audit, verify_audit
-from stockade.engine.observe.audit_log import DEFAULT_PATH
+from stockade.engine.observe.audit_log import DEFAULT_PATH, rotated_files, seal_path
 
 audit_app = typer.Typer(
     name="audit",
-    help="Show, verify and follow the audit log (.stockade/audit.jsonl by default).",
+    help="Show, verify and follow the audit log (by default, that of the workspace in the "
+    "current folder, kept in the user's state folder).",
     no_args_is_help=True,
 )
 
 LogPath = Annotated[
+    Path | None,
+    typer.Argument(
+        help="The audit log (its rotated files are read too). Default: the log of the "
+        "commands run on --workspace, else ./.stockade/audit.jsonl.",
+        show_default=False,
+    ),
+]
+WorkspaceOption = Annotated[
     Path,
-    typer.Argument(help="The audit log (its rotated files are read too).", show_default=True),
+    typer.Option(
+        "--workspace", help="Without LOG: read the log kept for this workspace.", file_okay=False
+    ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
@@ -62,30 +81,73 @@ def moment(text: str | None) -> float | None:
     return parsed.timestamp()
 
 
+def find_log(path: Path | None, workspace: Path) -> Path:
+    """The log a command reads: ``path`` when given, else the one kept for ``workspace`` (see
+    the module docstring)."""
+    if path is not None:
+        return path
+    kept = default_state(workspace) / "audit.jsonl"
+    if not _present(kept) and _present(DEFAULT_PATH):
+        return DEFAULT_PATH
+    return kept
+
+
+def _present(log: Path) -> bool:
+    return log.exists() or seal_path(log).exists() or bool(rotated_files(log))
+
+
+def _say_where(log: Path, workspace: Path) -> None:
+    """When no LOG was named and none is kept for the workspace, say where it was looked for
+    (on stderr: stdout stays the report)."""
+    if not _present(log):
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"[dim]no audit log is kept for the workspace {workspace.resolve()} (looked for "
+            f"{log}, and ./{DEFAULT_PATH}); name the LOG, or give --workspace[/]"
+        )
+
+
 @audit_app.command()
-def verify(path: LogPath = DEFAULT_PATH, as_json: AsJson = False) -> None:
-    """Check every record's hash and the chain between them. Exit 0 when intact, 1 when not."""
-    report = verify_audit(path)
+def verify(
+    path: LogPath = None,
+    workspace: WorkspaceOption = Path("."),
+    seal: Annotated[
+        Path | None,
+        typer.Option(help="The log's seal, when it is not beside the log (LOG.seal)."),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Check every record's hash, the chain between them, and that the log reaches its seal
+    (nothing cut off its end, and it was not deleted). Exit 0 when intact, 1 when not."""
+    log = find_log(path, workspace)
+    if path is None:
+        _say_where(log, workspace)
+    report = verify_audit(log, seal=seal)
     if as_json:
         payload = {
             "ok": report.ok,
+            "log": str(log),
             "records": report.records,
             "files": list(report.files),
             "problem": report.problem,
             "bad_record": report.bad_record,
             "bad_file": report.bad_file,
             "partial_tail": report.partial_tail,
+            "seal": report.seal,
+            "sealed": report.sealed,
         }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
         style = "green" if report.ok else "bold red"
-        Console().print(f"[{style}]{report}[/]", highlight=False)
+        console = Console(highlight=False, soft_wrap=True)
+        console.print(f"[{style}]{report}[/]")
+        console.print(f"[dim]log: {log}; seal: {report.seal or 'none'}[/]")
     raise typer.Exit(0 if report.ok else 1)
 
 
 @audit_app.command()
 def show(
-    path: LogPath = DEFAULT_PATH,
+    path: LogPath = None,
+    workspace: WorkspaceOption = Path("."),
     tool: Annotated[str | None, typer.Option(help="Tool name (a glob: 'run_*').")] = None,
     kind: Annotated[str | None, typer.Option(help="intent or outcome.")] = None,
     effect: Annotated[str | None, typer.Option(help="allow, warn, ask or deny.")] = None,
@@ -100,8 +162,11 @@ def show(
     as_json: AsJson = False,
 ) -> None:
     """The records that pass every filter given, oldest first (the last --limit of them)."""
+    log = find_log(path, workspace)
+    if path is None:
+        _say_where(log, workspace)
     found = _read(
-        path,
+        log,
         tool=tool,
         kind=kind,
         effect=effect,
@@ -117,7 +182,8 @@ def show(
 
 @audit_app.command()
 def tail(
-    path: LogPath = DEFAULT_PATH,
+    path: LogPath = None,
+    workspace: WorkspaceOption = Path("."),
     lines: Annotated[int, typer.Option("-n", "--lines", min=1, help="How many to show.")] = 10,
     follow: Annotated[
         bool, typer.Option("-f", "--follow", help="Keep printing records as they are written.")
@@ -125,6 +191,9 @@ def tail(
     as_json: AsJson = False,
 ) -> None:
     """The last records; with --follow, new ones as they come (Ctrl-C to stop)."""
+    if path is None:
+        path = find_log(path, workspace)
+        _say_where(path, workspace)
     shown = _read(path, limit=lines)
     _print(shown, as_json)
     if not follow:
@@ -147,7 +216,7 @@ def _read(path: Path, *, limit: int, **filters: Any) -> list[dict[str, Any]]:
     try:
         return list(deque(read_audit(path, **filters), maxlen=limit))
     except AuditError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None
 
 

@@ -1,8 +1,20 @@
-"""What the ``stockade`` commands share: failing with one clear line, choosing a policy, and the
-options every command that runs calls takes (so each is spelled and explained once)."""
+"""What the ``stockade`` commands share: failing with one clear line, choosing a policy, where
+state is kept, and the options every command that runs calls takes (so each is spelled and
+explained once).
+
+State (the audit log, its seal, the traces) is kept outside every workspace by default: in the
+user's state folder (``$XDG_STATE_HOME``, else ``~/.local/state``), under ``stockade/``, in a
+folder per workspace named after it and a hash of its full path (``project-3f2a9c1d0b7e4a55``),
+so that sessions on one project share a log and different projects never do. Why there: an
+agent can write its workspace, so a log kept in it could be cut or rewritten by any command that
+runs without the box (and the policy only guards what passes through it); a user's state
+folder is never mounted, is not in the box's view, and is where logs and history belong.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -40,6 +52,36 @@ PolicyOption = Annotated[
 ]
 PresetOption = Annotated[str | None, typer.Option(help="A preset instead of a file.")]
 StateOption = Annotated[
-    Path, typer.Option(help="Folder for the audit log and the traces.", file_okay=False)
+    Path | None,
+    typer.Option(
+        help="Folder for the audit log and the traces (default: one of the user's state folder "
+        "for this workspace, outside it).",
+        file_okay=False,
+    ),
 ]
-DEFAULT_STATE = Path(".stockade")
+StateInMountOption = Annotated[
+    bool,
+    typer.Option(
+        "--state-in-mount",
+        help="Keep --state even inside the workspace or another writable mount, where the agent "
+        "could reach it (Stockade's policy still denies it to every tool).",
+    ),
+]
+
+
+def state_home() -> Path:
+    """Where Stockade keeps state for this user: ``$XDG_STATE_HOME/stockade`` (when set to an
+    absolute path), else ``~/.local/state/stockade``."""
+    base = os.environ.get("XDG_STATE_HOME", "")
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state"
+    return root / "stockade"
+
+
+def default_state(workspace: Path | None) -> Path:
+    """The state folder of the commands run on ``workspace`` (the demo's own, ``demo``, for a
+    temporary one): ``<state home>/<name>-<hash of the full path>``."""
+    if workspace is None:
+        return state_home() / "demo"
+    full = workspace.resolve()
+    digest = hashlib.sha256(str(full).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return state_home() / f"{full.name or 'root'}-{digest}"

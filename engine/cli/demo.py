@@ -14,9 +14,12 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from stockade.engine.cli.common import DEFAULT_STATE
+from stockade.engine.cli.common import StateInMountOption, StateOption, fail
 from stockade.engine.cli.demo_session import DemoReport, DemoStep, run_demo
+from stockade.engine.cli.session import choose_state
 from stockade.engine.observe import verify_audit
+from stockade.errors import ConfigurationError
+from stockade.sandbox import Mount
 
 _STATUS_STYLE = {
     "ok": "green",
@@ -125,21 +128,23 @@ def demo(
             file_okay=False,
         ),
     ] = None,
-    state: Annotated[
-        Path,
-        typer.Option("--state", help="Folder for the audit log and the traces.", file_okay=False),
-    ] = DEFAULT_STATE,
+    state: StateOption = None,
+    state_in_mount: StateInMountOption = False,
 ) -> None:
     """Run a scripted agent session through the engine and show what happened to each call."""
     try:
         if workspace is not None:
             workspace.mkdir(parents=True, exist_ok=True)
-        state.mkdir(parents=True, exist_ok=True)
+        mounts = [Mount("/workspace", workspace)] if workspace is not None else []
+        state = choose_state(state, workspace, mounts, in_mount=state_in_mount)
+        state.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
-        Console(stderr=True, highlight=False).print(
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"[bold red]error:[/] cannot create {exc.filename}: {exc.strerror}"
         )
         raise typer.Exit(1) from None
+    except ConfigurationError as exc:
+        fail(str(exc))
     if as_json:
         report = asyncio.run(run_demo(workspace=workspace, state=state))
         audit = verify_audit(report.audit) if report.audit else None

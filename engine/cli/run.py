@@ -24,15 +24,15 @@ import typer
 from rich.console import Console
 
 from stockade.engine.cli.common import (
-    DEFAULT_STATE,
     MountsOption,
     PolicyOption,
     PresetOption,
+    StateInMountOption,
     StateOption,
     fail,
     load_policy,
 )
-from stockade.engine.cli.session import Session, mounts_of, standard_toolkit
+from stockade.engine.cli.session import Session, choose_state, mounts_of, standard_toolkit
 from stockade.engine.formats.transcripts import TranscriptError, load_transcript
 from stockade.engine.messages import ToolCall, ToolResult
 from stockade.engine.observe import AuditError
@@ -60,7 +60,8 @@ def run(
     approve: Annotated[
         str, typer.Option(help="Answer 'ask' decisions: ask (the person at stdin), yes or no.")
     ] = "ask",
-    state: StateOption = DEFAULT_STATE,
+    state: StateOption = None,
+    state_in_mount: StateInMountOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
 ) -> None:
     """Replay recorded tool calls (OpenAI, Anthropic, JSONL of calls, or XML) through the engine.
@@ -77,10 +78,11 @@ def run(
     try:
         calls = load_transcript(transcript, toolkit=toolkit)
         chosen = mounts_of(workspace, mounts or [], overlay=overlay)
+        folder = choose_state(state, workspace, chosen, in_mount=state_in_mount)
     except (TranscriptError, ValueError) as exc:
         fail(str(exc))
     console = Console(stderr=as_json, highlight=False)
-    replay = _Replay(toolkit, policy, workspace, chosen, overlay, approve, state, console)
+    replay = _Replay(toolkit, policy, workspace, chosen, overlay, approve, folder, console)
     replay.apply_without_asking = apply
     try:
         results = asyncio.run(replay.run(calls, transcript))

@@ -4,8 +4,9 @@
     stockade serve --workspace ./project --mount /userinput=./docs:ro --http 8765
 
 Every call goes through the engine: the policy, the VFS and process sandbox, timeouts, the
-audit log and traces (in ``--state``). Standard output carries only the protocol; messages go
-to standard error.
+audit log and traces (in ``--state``: by default a folder of the user's state folder for this
+workspace, outside it; one inside a writable mount is refused unless ``--state-in-mount``).
+Standard output carries only the protocol; messages go to standard error.
 """
 
 from __future__ import annotations
@@ -19,15 +20,15 @@ from typing import Annotated
 import typer
 
 from stockade.engine.cli.common import (
-    DEFAULT_STATE,
     MountsOption,
     PolicyOption,
     PresetOption,
+    StateInMountOption,
     StateOption,
     fail,
     load_policy,
 )
-from stockade.engine.cli.session import Session, mounts_of, standard_toolkit
+from stockade.engine.cli.session import Session, choose_state, mounts_of, standard_toolkit
 from stockade.engine.observe import AuditError
 from stockade.sandbox import SandboxError
 
@@ -48,7 +49,8 @@ def serve(
     shell: Annotated[
         bool, typer.Option(help="Offer run_shell and run_python besides the file tools.")
     ] = True,
-    state: StateOption = DEFAULT_STATE,
+    state: StateOption = None,
+    state_in_mount: StateInMountOption = False,
 ) -> None:
     """Serve the sandboxed file and shell tools to MCP clients (stdio unless --http)."""
     policy = load_policy(policy_file, preset)
@@ -59,11 +61,12 @@ def serve(
     if http is not None and not 0 < http < 65536:
         fail(f"--http {http}: give a port between 1 and 65535")
     try:
+        chosen = mounts_of(workspace, mounts or [])
         session = Session(
             policy,
-            mounts_of(workspace, mounts or []),
+            chosen,
             toolkit=standard_toolkit(shell=shell),
-            state=state,
+            state=choose_state(state, workspace, chosen, in_mount=state_in_mount),
         )
     except (ValueError, SandboxError, AuditError, OSError) as exc:
         fail(str(exc))

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from stockade.engine.builtin import add_file_tools, add_shell_tools
+from stockade.engine.cli.common import default_state
 from stockade.engine.observe import AuditLog
 from stockade.engine.pipeline import Approver, Engine
 from stockade.engine.toolkit import Toolkit
@@ -55,6 +56,32 @@ def mounts_of(
     return [first, *(parse_mount(text) for text in extra)]
 
 
+def choose_state(
+    state: Path | None, workspace: Path | None, mounts: Sequence[Mount], *, in_mount: bool = False
+) -> Path:
+    """The state folder of a command: ``state`` as given, else the workspace's default one
+    (outside it: see ``common``). Raises ConfigurationError for a folder inside a writable
+    mount, or holding one, where the agent could reach its audit log, unless ``in_mount``."""
+    chosen = state if state is not None else default_state(workspace)
+    if in_mount:
+        return chosen
+    where = chosen.resolve()
+    for mount in mounts:
+        if mount.root is None or mount.read_only:
+            continue
+        root = Path(mount.root).resolve()
+        if where.is_relative_to(root) or root.is_relative_to(where):
+            how = "lies inside" if where.is_relative_to(root) else "holds"
+            raise ConfigurationError(
+                f"--state {chosen} {how} the folder mounted at {mount.prefix} ({root}), which "
+                "the agent can write: its audit log could be cut or rewritten there. Leave "
+                f"--state out (the default, {default_state(workspace)}, is outside every "
+                "mount), choose a folder outside the mounts, or add --state-in-mount to keep "
+                "it there anyway"
+            )
+    return chosen
+
+
 def standard_toolkit(*, shell: bool = True) -> Toolkit:
     """The tools the commands offer: the file tools, and the command tools unless ``shell`` is
     false."""
@@ -90,7 +117,7 @@ class Session:
             self.fs = VirtualFS(list(mounts))
             opened.callback(self.fs.close)
             if state is not None:
-                state.mkdir(parents=True, exist_ok=True)
+                state.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's alone
                 self.audit = AuditLog(state / "audit.jsonl")
                 opened.callback(self.audit.close)
                 from stockade.engine.observe.tracing import tracer_provider
@@ -151,4 +178,4 @@ class Session:
                     provider.shutdown()
 
 
-__all__ = ["Session", "mounts_of", "parse_mount", "standard_toolkit"]
+__all__ = ["Session", "choose_state", "mounts_of", "parse_mount", "standard_toolkit"]

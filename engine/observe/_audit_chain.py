@@ -1,7 +1,8 @@
 """The chain of an audit log's file: numbering, chaining, sealing and writing records, rotating
-the file, and finding where the chain stands when a log is opened again.
+the file, keeping its seal (the chain's head, apart from the log: see ``audit_log``), and finding
+where the chain stands when a log is opened again.
 
-`Chain` owns the file descriptor and the state of the chain, and nothing else: the `AuditLog`
+`Chain` owns the file descriptors and the state of the chain, and nothing else: the `AuditLog`
 in front of it can be collected, and its finaliser still writes what is waiting (see
 ``audit_log``).
 """
@@ -17,6 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,10 +33,44 @@ GENESIS = "0" * 64
 HASH_TAIL = re.compile(rb',"hash":"([0-9a-f]{64})"\}$')
 _ROTATED = re.compile(r"\.(\d{6})$")
 _SHA256 = hashlib.sha256()  # never updated: copied for each record
+SEAL_SUFFIX = ".seal"
+_SEAL_SIZE = 160  # bytes with the newline: a seal is padded to this, so it is rewritten whole
+_SEAL = re.compile(rb'^\{"stockade_audit_seal":1,"seq":(\d+),"hash":"([0-9a-f]{64})"\} *\n?$')
 
 
 class AuditError(StockadeError):
     """The audit log cannot be opened or written; the message names the file and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """Where a chain stands: its last record's number and hash."""
+
+    seq: int
+    hash: str
+
+
+def seal_path(log: Path) -> Path:
+    """Where the seal of ``log`` is kept unless told otherwise: beside it, ``<name>.seal``."""
+    return log.with_name(log.name + SEAL_SUFFIX)
+
+
+def read_seal(path: Path) -> Head | None:
+    """The head a seal names, or None when there is no seal. Raises AuditError for a seal that
+    cannot be read or is not one."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise AuditError(f"cannot read the audit log's seal {path}: {exc.strerror}") from exc
+    found = _SEAL.match(data)
+    if found is None:
+        raise AuditError(
+            f"the audit log's seal {path} is damaged: it does not hold a Stockade seal, so "
+            "something other than Stockade changed it"
+        )
+    return Head(int(found.group(1)), found.group(2).decode())
 
 
 class Chain:
@@ -42,26 +78,47 @@ class Chain:
     are atomic, so no lock on the hot path) and the lock makes one writer at a time own the
     chain and the file."""
 
-    def __init__(self, path: Path, *, durability: Durability, rotate_bytes: int) -> None:
+    def __init__(
+        self, path: Path, *, durability: Durability, rotate_bytes: int, seal: Path
+    ) -> None:
         self.path = path
+        self.seal = seal
         self.durability = durability
         self.rotate_bytes = rotate_bytes
         self.lock = threading.Lock()
         self.pending: deque[Mapping[str, Any]] = deque()
         self.closed = False
         self.failing = False
+        self._seal_failing = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._seq, self._prev, partial = _tail(self.path)
+            # a log that does not reach its seal is evidence: never chain on over it
+            check_seal(self.path, seal, Head(self._seq, self._prev), partial)
+            self.seal.parent.mkdir(parents=True, exist_ok=True)
+            self._seal_fd = os.open(self.seal, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise AuditError(
+                f"cannot open the audit log {self.path} (or its seal {seal}): {exc.strerror}; "
+                "check the folder exists and is writable, or give another path"
+            ) from exc
+        try:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as exc:
+            os.close(self._seal_fd)
             raise AuditError(
                 f"cannot open the audit log {self.path}: {exc.strerror}; check the folder "
                 "exists and is writable, or give another path"
             ) from exc
         self._size = os.fstat(self._fd).st_size
+        self._seal_head(self._seq, self._prev.encode())  # a log from before seals gets one
         if partial is not None:
             self._recover(partial)
+
+    def head(self) -> Head:
+        """Where the chain stands: its last written record's number and hash."""
+        with self.lock:
+            return Head(self._seq, self._prev)
 
     def write_waiting(self) -> None:
         """Write what is waiting now, unless closed (takes the lock)."""
@@ -80,6 +137,7 @@ class Chain:
             if self.pending:  # appended by another thread while the first write ran
                 self._write_pending()
             os.close(self._fd)
+            os.close(self._seal_fd)
 
     def _write_pending(self) -> None:
         """Number, chain, seal and write the waiting records as one write (lock held). Each
@@ -114,6 +172,7 @@ class Chain:
                 "recorded until it is writable again"
             ) from exc
         self._seq, self._prev = seq, prev.decode()
+        self._seal_head(seq, prev)
         self._size += len(out)
         if self._size >= self.rotate_bytes:
             try:
@@ -123,6 +182,20 @@ class Chain:
                     f"cannot rotate the audit log {self.path}: {exc.strerror}; records go on "
                     "into it until it can be"
                 ) from exc
+
+    def _seal_head(self, seq: int, digest: bytes) -> None:
+        """Rewrite the seal in place with the chain's head (after the log: a crash between the
+        two leaves the seal behind, which is no alarm). A seal that cannot be written is said
+        once, and does not fail the records the log did keep."""
+        body = b'{"stockade_audit_seal":1,"seq":%d,"hash":"%s"}' % (seq, digest)
+        try:
+            os.pwrite(self._seal_fd, body.ljust(_SEAL_SIZE - 1) + b"\n", 0)
+        except OSError as exc:
+            if not self._seal_failing:
+                log.error("cannot write the audit log's seal %s: %s", self.seal, exc.strerror)
+            self._seal_failing = True
+        else:
+            self._seal_failing = False
 
     def _rotate(self) -> None:
         os.close(self._fd)
@@ -147,6 +220,56 @@ class Chain:
             }
         )
         self._write_pending()
+
+
+def missing(have: int, sealed: int) -> str:
+    """``records 5..9 are missing`` (or ``record 5 is missing``)."""
+    if sealed == have + 1:
+        return f"record {sealed} is missing"
+    return f"records {have + 1}..{sealed} are missing"
+
+
+def check_seal(path: Path, seal: Path, head: Head, partial: bytes | None) -> None:
+    """Raise AuditError when the log at ``path``, whose chain ends at ``head``, does not reach
+    what its seal says was written (truncated, emptied, deleted) or is not what was sealed
+    (rewritten). A seal behind the log is no alarm when the sealed record is still there (a
+    crash between the two writes); nor is the sealed last record half on disk (a machine
+    crash, where nothing was fsynced)."""
+    sealed = read_seal(seal)
+    if sealed is None or sealed == head:
+        return
+    what = "deleted or emptied" if head.seq == 0 else "truncated"
+    keep = (
+        "It is left as it is: check it with `stockade audit verify`, move the log and its seal "
+        "aside to keep them, and start again"
+    )
+    if sealed.seq > head.seq:
+        if partial is not None and sealed.seq == head.seq + 1:
+            return
+        raise AuditError(
+            f"the audit log {path} ends at record {head.seq}, but its seal {seal} says "
+            f"{sealed.seq} were written: {missing(head.seq, sealed.seq)} (the log was {what}). "
+            + keep
+        )
+    if sealed.seq == head.seq or hash_at(path, sealed.seq) != sealed.hash:
+        raise AuditError(
+            f"record {sealed.seq} of the audit log {path} is not the record its seal {seal} "
+            f"names: the log was rewritten. {keep}"
+        )
+
+
+def hash_at(path: Path, seq: int) -> str | None:
+    """The hash of record ``seq`` of the log (its rotated files too), or None if it has none."""
+    prefix = b'{"seq":%d,' % seq
+    for current in [*rotated_files(path), path]:
+        if not current.exists():
+            continue
+        with current.open("rb") as handle:
+            for line in handle:
+                if line.startswith(prefix):
+                    found = HASH_TAIL.search(line.rstrip(b"\n"))
+                    return found.group(1).decode() if found else None
+    return None
 
 
 def _write_all(fd: int, data: bytes | bytearray) -> None:

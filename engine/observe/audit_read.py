@@ -1,5 +1,6 @@
 """Reading an audit log back: `verify_audit` checks every record's seal and the chain between
-them, across rotated files, and `read_audit` yields the records that pass filters."""
+them, across rotated files, and holds the log to its seal (how far it went: a cut-off end or a
+deleted log shows); `read_audit` yields the records that pass filters."""
 
 from __future__ import annotations
 
@@ -12,14 +13,26 @@ from typing import Any
 
 import orjson
 
-from stockade.engine.observe._audit_chain import GENESIS, HASH_TAIL, AuditError, rotated_files
+from stockade.engine.observe._audit_chain import (
+    GENESIS,
+    HASH_TAIL,
+    AuditError,
+    Head,
+    missing,
+    read_seal,
+    rotated_files,
+    seal_path,
+)
 
 
 @dataclass(frozen=True, slots=True)
 class AuditReport:
-    """What `verify_audit` found. ``ok`` when every record is intact and chained; otherwise
-    ``problem`` says what and ``bad_record`` which (its line, counted across files from 1)
-    and ``bad_file``. A half-written last line is reported in ``partial_tail`` and tolerated."""
+    """What `verify_audit` found. ``ok`` when every record is intact and chained, and the log
+    reaches its seal; otherwise ``problem`` says what and ``bad_record`` which (its line,
+    counted across files from 1; for a cut-off end, the first record missing) and
+    ``bad_file``. A half-written last line is reported in ``partial_tail`` and tolerated.
+    ``seal`` is the seal the log was held to (None: none was found), ``sealed`` the number of
+    records it names."""
 
     ok: bool
     records: int
@@ -28,23 +41,56 @@ class AuditReport:
     bad_record: int | None = None
     bad_file: str | None = None
     partial_tail: bool = False
+    seal: str | None = None
+    sealed: int | None = None
 
     def __str__(self) -> str:
         if self.ok:
             tail = "; the last line was half-written (a crash) and is ignored" * self.partial_tail
-            return f"audit log intact: {self.records} records in {len(self.files)} file(s){tail}"
+            unsealed = "; it has no seal, so a cut-off end would not show" * (self.seal is None)
+            return (
+                f"audit log intact: {self.records} records in {len(self.files)} file(s)"
+                f"{tail}{unsealed}"
+            )
         return f"audit log NOT intact: {self.problem}"
 
 
-def verify_audit(path: str | Path) -> AuditReport:
-    """Check every record's own hash and the chain between them, across rotated files."""
-    path = Path(path)
+def verify_audit(path: str | Path, *, seal: str | Path | None = None) -> AuditReport:
+    """Check every record's own hash and the chain between them, across rotated files, and that
+    the log reaches its seal (``<path>.seal`` unless ``seal`` names another file): a log cut
+    short, emptied or deleted is not intact."""
+    return verify_log(Path(path), Path(seal) if seal is not None else None, None)
+
+
+def verify_log(path: Path, seal: Path | None, head: Head | None) -> AuditReport:
+    """`verify_audit`, also holding the log to ``head``, the chain's head as the process that
+    writes it knows it (`AuditLog.verify`)."""
+    seal = seal if seal is not None else seal_path(path)
     files = [*rotated_files(path), path] if path.exists() else rotated_files(path)
     names = tuple(str(f) for f in files)
+    try:
+        sealed = read_seal(seal)
+    except AuditError as exc:
+        return AuditReport(False, 0, names, str(exc), None, str(seal), seal=str(seal))
+    held = [(f"its seal {seal}", sealed)] if sealed is not None else []
+    if head is not None:
+        held.append(("the head its writer holds in memory", head))
+    sealed_name = str(seal) if sealed is not None else None
+    sealed_seq = sealed.seq if sealed is not None else None
     if not files:
+        if held:
+            what, at = max(held, key=lambda h: h[1].seq)
+            gone = (
+                f"no audit log at {path}, but {what} says it held {at.seq} records: it was deleted"
+            )
+            return AuditReport(
+                False, 0, (), gone, 1, str(path), seal=sealed_name, sealed=sealed_seq
+            )
         return AuditReport(False, 0, (), f"no audit log at {path}", None, str(path))
     prev = GENESIS
     count = 0
+    partial = False
+    hashes = {h.seq: "" for _, h in held}  # the hash each sealed record turned out to have
     for index, current in enumerate(files):
         data = current.read_bytes()
         lines = data.split(b"\n")
@@ -52,8 +98,8 @@ def verify_audit(path: str | Path) -> AuditReport:
         for number, line in enumerate(lines, start=1):
             if number == len(lines):
                 if line and last_file:  # no newline: a half-written last record
-                    return AuditReport(True, count, names, partial_tail=True)
-                if line:
+                    partial = True
+                elif line:
                     return _bad(names, count + 1, current, "a half-written record inside")
                 break
             count += 1
@@ -61,7 +107,23 @@ def verify_audit(path: str | Path) -> AuditReport:
             if problem is not None:
                 return _bad(names, count, current, problem)
             prev = HASH_TAIL.search(line).group(1).decode()  # type: ignore[union-attr]
-    return AuditReport(True, count, names)
+            if count in hashes:
+                hashes[count] = prev
+    for what, at in held:
+        if at.seq > count and not (partial and at.seq == count + 1):
+            cut = "deleted or emptied" if count == 0 else "truncated"
+            problem = (
+                f"{missing(count, at.seq)}: the log was {cut} (it ends at record {count}, and "
+                f"{what} says {at.seq} were written)"
+            )
+            return _bad(names, count + 1, path, problem, records=count, seal=sealed_name,
+                        sealed=sealed_seq)  # fmt: skip
+        if at.seq <= count and at.seq > 0 and hashes[at.seq] != at.hash:
+            problem = f"it is not the record {what} names: the log was rewritten"
+            return _bad(names, at.seq, path, problem, seal=sealed_name, sealed=sealed_seq)
+    return AuditReport(
+        True, count, names, partial_tail=partial, seal=sealed_name, sealed=sealed_seq
+    )
 
 
 def _check(line: bytes, prev: str, seq: int) -> str | None:
@@ -85,9 +147,26 @@ def _check(line: bytes, prev: str, seq: int) -> str | None:
     return None
 
 
-def _bad(files: tuple[str, ...], record: int, current: Path, problem: str) -> AuditReport:
+def _bad(
+    files: tuple[str, ...],
+    record: int,
+    current: Path,
+    problem: str,
+    *,
+    records: int | None = None,
+    seal: str | None = None,
+    sealed: int | None = None,
+) -> AuditReport:
+    where = f"record {record} (in {current}): " if records is None else ""
     return AuditReport(
-        False, record - 1, files, f"record {record} (in {current}): {problem}", record, str(current)
+        False,
+        record - 1 if records is None else records,
+        files,
+        f"{where}{problem}",
+        record,
+        str(current),
+        seal=seal,
+        sealed=sealed,
     )
 
 
@@ -142,7 +221,7 @@ def read_audit(
     wanted = AuditFilter(tool, kind, effect, status, path_glob, call_id, since, until)
     path = Path(path)
     if not path.exists() and not rotated_files(path):
-        raise AuditError(f"no audit log at {path}; check the path (.stockade/audit.jsonl?)")
+        raise AuditError(f"no audit log at {path}; check the path")
     for current in [*rotated_files(path), path]:
         if not current.exists():
             continue
@@ -158,4 +237,4 @@ def read_audit(
                     yield record
 
 
-__all__ = ["AuditFilter", "AuditReport", "read_audit", "verify_audit"]
+__all__ = ["AuditFilter", "AuditReport", "read_audit", "verify_audit", "verify_log"]

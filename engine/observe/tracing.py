@@ -47,6 +47,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from stockade.engine.content import text_of
 from stockade.engine.messages import CallNotes, ToolCall, ToolResult
+from stockade.engine.observe.own_files import TRACE_FILES
 from stockade.errors import ConfigurationError
 from stockade.policies import Decision, Request
 
@@ -198,6 +199,8 @@ def tracer_provider(
         provider.add_span_processor(BatchSpanProcessor(_Guarded(console)))
     elif exporter == "jsonl":
         provider.add_span_processor(BatchSpanProcessor(_Guarded(JsonLinesExporter(path))))
+        # so that an engine given this provider protects the file from its calls (own_files)
+        setattr(provider, TRACE_FILES, (Path(path).resolve(),))
     elif exporter == "otlp":
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

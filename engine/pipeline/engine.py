@@ -31,10 +31,12 @@ from stockade.engine.injection import SILENT_EMITTER, ContextLevel, ContextLike,
 from stockade.engine.messages import ErrorInfo, ToolCall, ToolChunk, ToolResult
 from stockade.engine.observe.audit_log import AuditLog
 from stockade.engine.observe.observer import CallObserver, Observers
+from stockade.engine.observe.own_files import engine_policy
 from stockade.engine.pipeline import _results as results
 from stockade.engine.pipeline._attempts import Attempts, Delivery
 from stockade.engine.pipeline._classify import Classifier
 from stockade.engine.pipeline._decide import Approver, ask, decide, warned
+from stockade.engine.pipeline._judge import guard_files
 from stockade.engine.pipeline._schedule import Admission, batches
 from stockade.engine.pipeline._state import Admitted, RunFailed
 from stockade.engine.pipeline._validate import ignored_warning, validate
@@ -92,8 +94,8 @@ class Engine:
                 f"default_timeout must be a positive number, got {default_timeout}"
             )
         self.toolkit = toolkit
-        # no engine runs without a policy: none given means the default preset
-        self.policy = policy if policy is not None else Policy.preset("default")
+        # the policy given (none: the default preset), with Stockade's own files protected
+        self.policy = engine_policy(policy, fs, audit, tracer_provider)
         self.approver = approver
         self.audit = audit
         self.fs = fs
@@ -336,6 +338,8 @@ class Engine:
         if self._observers is not None:
             decision = self._observers.decided(call, request, decision)
         admitted = Admitted(call, tool, kwargs, ctx, decision, request)
+        if ctx is not None:  # its files are judged again where each operation lands
+            guard_files(admitted, self.policy)
         if tool.spec.path_space == "host":
             admitted.note().dangerous_io = True
         if ignored:

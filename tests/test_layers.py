@@ -1,0 +1,191 @@
+"""Copy-on-write layers for commands (sandbox/layers.py), with real bubblewrap and real overlays.
+
+What a caller relies on: a command run with a `Staging` changes nothing on the host; what it did
+is listed exactly (files added, modified, deleted, folders created, renamed, modes, links); a
+file hard-linked to one outside the mount is never written through; masked paths cannot be read
+or written; the layers leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import require_bubblewrap, snapshot
+
+from stockade.sandbox import Bubblewrap, Mount, VirtualFS, run_process
+from stockade.sandbox.layers import StagedChange, Staging, layers_available
+
+
+@pytest.fixture(autouse=True)
+def _needs_layers() -> None:
+    require_bubblewrap()
+    problem = layers_available()
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{problem}; CI must run the copy-on-write tests")
+        pytest.skip(problem)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("print('hi')\n")
+    (root / "notes.txt").write_text("one\n")
+    (root / "old.txt").write_text("old\n")
+    (root / ".env").write_text("API_KEY=sk-live-secret\n")
+    (root / ".ssh").mkdir()
+    (root / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    return root
+
+
+@pytest.fixture
+def fs(project: Path) -> Iterator[VirtualFS]:
+    with VirtualFS([Mount("/workspace", project)]) as vfs:
+        yield vfs
+
+
+CONTENT: dict[str, bytes] = {}  # what each staged file held, read before the layers go
+
+
+def staged_run(
+    fs: VirtualFS, command: str, masks: tuple[str, ...] = (), base: Path | None = None
+) -> tuple[str, str, list[StagedChange]]:
+    CONTENT.clear()
+    with Staging(fs.mounts, masks=masks, base=base) as staging:
+        result = run_process(command, fs=fs, timeout=20, staging=staging)
+        assert result.isolation == "bubblewrap"
+        changes = staging.changes()
+        CONTENT.update({c.path: c.source.read_bytes() for c in changes if c.source is not None})
+        return result.stdout, result.stderr, changes
+
+
+def kinds(changes: list[StagedChange]) -> dict[str, str]:
+    return {c.path: c.kind for c in changes}
+
+
+def test_nothing_reaches_the_host_and_every_change_is_listed(fs: VirtualFS, project: Path) -> None:
+    before = snapshot(project)
+    _, stderr, changes = staged_run(
+        fs,
+        "echo two >> notes.txt && rm old.txt && mv src lib && mkdir -p a/b && echo n > a/b/n.txt"
+        " && ln -s notes.txt link && chmod 600 lib/app.py",
+    )
+    assert stderr == ""
+    assert snapshot(project) == before  # not one byte on the host
+    assert kinds(changes) == {
+        "/workspace/a": "created_dir",
+        "/workspace/a/b": "created_dir",
+        "/workspace/a/b/n.txt": "added",
+        "/workspace/lib": "created_dir",
+        "/workspace/lib/app.py": "added",
+        "/workspace/link": "link",
+        "/workspace/notes.txt": "modified",
+        "/workspace/old.txt": "deleted",
+        "/workspace/src": "deleted",
+    }
+    by_path = {c.path: c for c in changes}
+    notes = by_path["/workspace/notes.txt"]
+    assert notes.size == len(b"one\ntwo\n")
+    assert notes.sha256_before is not None
+    assert notes.sha256_after != notes.sha256_before
+    assert CONTENT["/workspace/notes.txt"] == b"one\ntwo\n"
+    assert by_path["/workspace/lib/app.py"].mode == 0o600
+    assert by_path["/workspace/link"].target == "notes.txt"
+
+
+def test_a_file_opened_but_not_changed_is_no_change(fs: VirtualFS) -> None:
+    _, _, changes = staged_run(fs, "cat notes.txt > /dev/null && touch notes.txt")
+    assert changes == []
+
+
+def test_a_mode_change_alone_is_a_mode_change(fs: VirtualFS) -> None:
+    _, _, changes = staged_run(fs, "chmod +x notes.txt")
+    assert [(c.path, c.kind, c.mode) for c in changes] == [("/workspace/notes.txt", "mode", 0o755)]
+
+
+def test_a_hard_link_to_a_file_outside_is_not_written_through(
+    fs: VirtualFS, project: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside\n")
+    os.link(outside, project / "hl.txt")
+    _, _, changes = staged_run(fs, "echo pwned >> hl.txt")
+    assert outside.read_text() == "outside\n"
+    assert kinds(changes) == {"/workspace/hl.txt": "modified"}
+
+
+def test_masked_paths_cannot_be_read_or_written(fs: VirtualFS, project: Path) -> None:
+    stdout, stderr, changes = staged_run(
+        fs,
+        "cat .env; ls -A .ssh; cat .ssh/id_rsa; echo x > .env; touch .ssh/k; grep -r KEY . ; true",
+        masks=("/workspace/.env", "/workspace/.ssh"),
+    )
+    assert "sk-live-secret" not in stdout + stderr
+    assert "PRIVATE KEY" not in stdout + stderr
+    assert "Read-only file system" in stderr
+    assert changes == []
+    assert (project / ".env").read_text() == "API_KEY=sk-live-secret\n"
+
+
+def test_a_masked_name_that_does_not_exist_yet_is_left_to_be_judged(fs: VirtualFS) -> None:
+    _, _, changes = staged_run(fs, "echo k > .netrc", masks=("/workspace/.netrc",))
+    assert kinds(changes) == {"/workspace/.netrc": "added"}
+
+
+def test_a_read_only_mount_stays_read_only_and_has_no_layer(tmp_path: Path, project: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "brief.txt").write_text("brief\n")
+    with VirtualFS([Mount("/workspace", project), Mount("/userinput", docs, read_only=True)]) as fs:
+        _, stderr, changes = staged_run(
+            fs, "echo x >> /userinput/brief.txt; cat /userinput/brief.txt"
+        )
+    assert "Read-only file system" in stderr
+    assert changes == []
+
+
+def test_the_layers_leave_nothing_behind(fs: VirtualFS, tmp_path: Path) -> None:
+    base = tmp_path / "state"
+    base.mkdir()
+    staged_run(fs, "echo x > new.txt", base=base)
+    assert list(base.iterdir()) == []
+
+
+def test_a_staging_folder_inside_a_mount_is_refused(project: Path) -> None:
+    from stockade.sandbox import SandboxError
+
+    with pytest.raises(SandboxError, match="inside a mount"):
+        Staging([Mount("/workspace", project)], base=project)
+
+
+def test_without_perl_the_layers_are_entered_between_fork_and_exec(
+    fs: VirtualFS, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Perl enters the layers fastest; where it is missing the same happens in the child
+    process itself, with the same result."""
+    import shutil
+
+    machine = Bubblewrap.probe()  # with the full PATH: its own trial run needs `true`
+    bin_dir = tmp_path / "bin-without-perl"
+    bin_dir.mkdir()
+    for program in ("bwrap", "prlimit"):
+        found = shutil.which(program)
+        if found:
+            (bin_dir / program).symlink_to(found)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    with Staging(fs.mounts, masks=("/workspace/.env",)) as staging:
+        assert staging.launcher() is None
+        result = run_process(
+            "/bin/cat .env; echo x > /workspace/new.txt",
+            fs=fs,
+            timeout=20,
+            staging=staging,
+            bubblewrap=machine,
+        )
+        assert "sk-live-secret" not in result.stdout
+        assert kinds(staging.changes()) == {"/workspace/new.txt": "added"}
+    assert not (project / "new.txt").exists()
