@@ -19,6 +19,7 @@ import pydantic_core
 from pydantic import BaseModel
 
 from stockade.engine.errors import FormatError, OutputError
+from stockade.sandbox.limits import Isolation
 
 
 @dataclass(slots=True)
@@ -70,7 +71,7 @@ class FileReport:
 class ProcessReport:
     """A process a tool ran: under which isolation, how it ended, and why it was killed."""
 
-    isolation: Literal["bubblewrap", "none"]
+    isolation: Isolation
     exit_code: int | None
     killed_reason: str | None
 

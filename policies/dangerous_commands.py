@@ -10,7 +10,7 @@ adds its own patterns (matched like command rules, on every spelling); the polic
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from stockade.policies.globs import NamePattern
@@ -163,14 +163,20 @@ class DangerousCommands:
     def find(self, line: CommandLine) -> Found | None:
         """The first dangerous command in ``line``, if any: the checks on the whole line
         (the more specific ones) come first, then each command."""
+        return next(self.every(line), None)
+
+    def every(self, line: CommandLine) -> Iterator[Found]:
+        """Each dangerous command in ``line``, in the order `find` looks (for a question that
+        must name them all): the whole-line checks, then per command its first built-in entry
+        and each extra pattern it matches."""
         if "download-and-run" in self.line_checks:
             found = _download_and_run(line)
             if found is not None:
-                return found
+                yield found
         if "dev-tcp" in self.line_checks:
             for redirect in line.redirects:
                 if redirect.target.startswith(("/dev/tcp/", "/dev/udp/")):
-                    return Found(
+                    yield Found(
                         "dev-tcp",
                         "opens a network connection through a /dev/tcp redirection",
                         redirect.target,
@@ -180,16 +186,17 @@ class DangerousCommands:
                 continue
             for danger in self.checks:
                 if danger.check(command):
-                    return Found(danger.id, danger.reason, " ".join(command.spellings()[-1:]))
+                    yield Found(danger.id, danger.reason, " ".join(command.spellings()[-1:]))
+                    break
             for pattern in self.patterns:
                 for spelling in command.spellings():
                     if pattern.match(spelling):
-                        return Found(
+                        yield Found(
                             pattern.pattern,
                             f"matches the dangerous command pattern {pattern.pattern!r}",
                             spelling,
                         )
-        return None
+                        break
 
 
 def dangerous_commands(

@@ -7,7 +7,8 @@
 
 How a request is decided: a command that a policy requiring isolation would run unboxed is
 denied outright; otherwise every atom of it (the call, each path, the command) gets the
-first-matching rule's effect, or the default, and the strictest atom decides the request. Paths
+first-matching rule's effect, or the default, and the strictest atom decides the request (an
+"ask" names every atom that asks, in `Decision.asks`: one yes answers them all). Paths
 in the request's private folders are not atoms: nothing else can see them. A tool's own
 dangerous paths and the dangerous-command list can only make a decision stricter; in shadow mode
 a denial becomes a warning that says what would have been denied. Decisions are cached per
@@ -25,11 +26,12 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stockade.policies.asks import every_ask
 from stockade.policies.casbin_enforcer import (
     CasbinMatcher,
     dangerous_commands_line,
@@ -39,21 +41,19 @@ from stockade.policies.casbin_enforcer import (
     policy_lines,
     spec_from_lines,
 )
+from stockade.policies.checks import UNBOXED_NOTE, Checks, isolation_required, unboxed
 from stockade.policies.compiled import CompiledRules
-from stockade.policies.dangerous import dangerous_patterns
 from stockade.policies.decision import Decision, Effect, strictest
-from stockade.policies.globs import PathSpec, path_spec
 from stockade.policies.limits import CallLimits, Limits
 from stockade.policies.paths import PathSpellingError, canonical, fold, within
 from stockade.policies.policy_file import PolicyError, PolicySpec, ProcessSpec, parse, read
-from stockade.policies.request import Request
+from stockade.policies.request import Access, Request
 from stockade.policies.rules import Atom, Rule
 from stockade.policies.ruleset import (
     DANGEROUS_COMMAND_RULE,
     DANGEROUS_RULE,
     HOST_FILES_RULE,
     READ_ONLY_RULE,
-    REQUIRE_ISOLATION_REASON,
     REQUIRE_ISOLATION_RULE,
     STATE_RULE,
     compile_dangerous_commands,
@@ -79,10 +79,6 @@ __all__ = [
 
 PRESETS = ("default", "read-only", "strict", "permissive")
 _DECISION_CACHE = 8192
-UNBOXED_NOTE = (
-    "; it would run WITHOUT isolation (no bubblewrap here), with your user's rights: it could "
-    "read, change or send anything you can"
-)
 
 
 class Policy:
@@ -111,12 +107,10 @@ class Policy:
         self.read_only = spec.read_only
         self.rules = compile_rules(spec, source, text, self.protected)
         self._compiled = CompiledRules(self.rules, spec.roles)
-        self._dangerous_effect = Effect(spec.dangerous_paths.effect)
         self._decide_cached = lru_cache(maxsize=_DECISION_CACHE)(self.decide_uncached)
-        self._tool_dangers = lru_cache(maxsize=256)(_tool_danger_spec)
-        self._dangerous_commands = compile_dangerous_commands(spec, source, text)
-        self._dangerous_command_effect = Effect(spec.dangerous_commands.effect)
+        self._path_cached = lru_cache(maxsize=_DECISION_CACHE)(self._decide_path)
         self._parse = lru_cache(maxsize=1024)(parse_command)
+        self._checks = Checks(spec, compile_dangerous_commands(spec, source, text), self._parse)
         self._require_isolation = spec.process.require_isolation
         self._limits = Limits(spec.limits, spec.roles)
         self._casbin: CasbinMatcher | None = None
@@ -215,6 +209,46 @@ class Policy:
         """The decision on ``request`` (cached)."""
         return self._decide_cached(request)
 
+    def decide_path(self, request: Request, path: str, access: Access) -> Decision:
+        """What the policy says about ``access`` of ``path`` alone, by the call ``request``
+        describes (its subject, tool, read-only claim and dangerous paths); the call itself, its
+        command and its other paths are not judged again (cached).
+
+        For facts met after the call was decided: a file a walk reaches, what a command may
+        read, each change a command made. Judging the whole request again would also judge
+        the call, and a policy that allows a command by its words (or a strict one that
+        allows no bare write) would then speak about the command instead of the path."""
+        return self._path_cached(
+            request.subject, request.tool, request.read_only, request.dangerous_paths, path, access
+        )
+
+    def _decide_path(
+        self,
+        subject: str,
+        tool: str,
+        read_only: bool,
+        dangers: tuple[str, ...],
+        path: str,
+        access: Access,
+    ) -> Decision:
+        try:
+            resolved = path if _looks_canonical(path) else canonical(path)
+        except PathSpellingError as exc:
+            return self._shadowed(Decision(Effect.DENY, "path-spelling", str(exc), access, path))
+        rule = self._compiled.first_for_path(
+            subject, tool, access, read_only, resolved, fold(resolved)
+        )
+        if rule is None:
+            decision = Decision(self.default, None, self._default_reason, access, resolved)
+        else:
+            decision = Decision(rule.effect, rule.id, rule.reason, access, resolved)
+        if dangers:
+            request = Request(
+                subject, tool, access, ((resolved, access),), None, read_only, dangers
+            )
+            decision = strictest(decision, self._checks.tool_danger(request, self.atoms(request)))
+        return self._shadowed(decision)
+
     def decide_uncached(self, request: Request) -> Decision:
         """The decision without the cache (what a first-time request costs).
 
@@ -224,7 +258,7 @@ class Policy:
         subject, tool, action, paths, command, read_only, dangers, isolated, private, host = request
         if action == "execute":
             if self._require_isolation and not isolated:
-                return self._isolation_required(command)
+                return isolation_required(command)
             if command is not None:
                 return self.decide_with(self._compiled.first_match, request)
         for path, _ in paths:
@@ -248,19 +282,29 @@ class Policy:
         if best_rule is None:
             decision = _new(
                 Decision,
-                (self.default, None, self._default_reason, best_action, best_target, False),
+                (self.default, None, self._default_reason, best_action, best_target, False, ()),
             )
         else:
             decision = _new(
                 Decision,
-                (best_rule.effect, best_rule.id, best_rule.reason, best_action, best_target, False),
+                (
+                    best_rule.effect,
+                    best_rule.id,
+                    best_rule.reason,
+                    best_action,
+                    best_target,
+                    False,
+                    (),
+                ),
             )
         if dangers:
-            decision = strictest(decision, self._tool_danger(request, self.atoms(request)))
+            decision = strictest(decision, self._checks.tool_danger(request, self.atoms(request)))
         if host:
-            decision = strictest(decision, self._host_files(request))
+            decision = strictest(decision, self._checks.host_files(request))
         if action == "execute" and not isolated:
-            decision = _unboxed(decision)
+            decision = unboxed(decision)
+        if decision.effect is Effect.ASK:
+            decision = self._every_ask(self._compiled.first_match, request, decision)
         return self._shadowed(decision) if self.shadow else decision
 
     def decide_with_casbin(self, request: Request) -> Decision:
@@ -270,7 +314,7 @@ class Policy:
     def decide_with(self, first_match: Any, request: Request) -> Decision:
         """Decide with a given first-match function over atoms (compiled or casbin)."""
         if request.action == "execute" and self._require_isolation and not request.isolated:
-            return self._isolation_required(request.command)
+            return isolation_required(request.command)
         try:
             atoms = self.atoms(request)
         except PathSpellingError as exc:
@@ -294,22 +338,46 @@ class Policy:
         if best_rule is None:
             best = _new(
                 Decision,
-                (self.default, None, self._default_reason, best_atom.action, target, False),
+                (self.default, None, self._default_reason, best_atom.action, target, False, ()),
             )
         else:
             best = _new(
                 Decision,
-                (best_rule.effect, best_rule.id, best_rule.reason, best_atom.action, target, False),
+                (
+                    best_rule.effect,
+                    best_rule.id,
+                    best_rule.reason,
+                    best_atom.action,
+                    target,
+                    False,
+                    (),
+                ),
             )
         if request.dangerous_paths:
-            best = strictest(best, self._tool_danger(request, atoms))
+            best = strictest(best, self._checks.tool_danger(request, atoms))
         if request.action == "execute" and request.command is not None:
-            best = strictest(best, self._dangerous_command(request.command))
+            best = strictest(best, self._checks.dangerous_command(request.command))
         if request.host_paths:
-            best = strictest(best, self._host_files(request))
+            best = strictest(best, self._checks.host_files(request))
         if request.action == "execute" and not request.isolated:
-            best = _unboxed(best)
+            best = unboxed(best)
+        if best.effect is Effect.ASK:
+            best = self._every_ask(first_match, request, best)
         return self._shadowed(best) if self.shadow else best
+
+    def _every_ask(self, first_match: Any, request: Request, decided: Decision) -> Decision:
+        """``decided`` (an ASK) naming every part of the call that asks (`every_ask`): one yes
+        approves them all, so the question must show them all."""
+        danger = None
+        if request.dangerous_paths:
+            spec = self._checks.tool_spec(request.dangerous_paths)
+            danger = partial(self._checks.tool_danger_on, request, spec)
+        more: Iterable[Decision] = ()
+        command = request.command
+        if command is not None and request.action == "execute":
+            more = self._checks.dangerous_commands(command)  # every_ask keeps those that ask
+        default = (self.default, self._default_reason)
+        return every_ask(decided, self.atoms(request), first_match, default, danger, more)
 
     def atoms(self, request: Request) -> list[Atom]:
         """The parts of a request rules are matched against: the call, then each path (those
@@ -338,32 +406,6 @@ class Policy:
             )
         return atoms
 
-    def _host_files(self, request: Request) -> Decision | None:
-        """The ``[host_files]`` table's word on a call on host paths (decided on its first
-        path, or on the call when it names none)."""
-        mode = self.spec.host_files.mode
-        if mode == "allow":
-            return None
-        action, target = (
-            (request.paths[0][1], request.paths[0][0]) if request.paths else ("call", None)
-        )
-        if mode == "warn":  # the engine logs every warned call as a WARNING when it runs
-            reason = f"{request.tool} reaches host files outside the sandbox"
-            return Decision(Effect.WARN, HOST_FILES_RULE, reason, action, target)
-        reason = (
-            'raw host file access is off ([host_files] mode = "deny"); set the mode to "warn" '
-            'or "allow" in the policy to permit it'
-        )
-        return Decision(Effect.DENY, HOST_FILES_RULE, reason, action, target)
-
-    def _isolation_required(self, command: str | None) -> Decision:
-        # before any rule: no allow rule can make an unboxed run acceptable to this policy, and
-        # neither can shadow mode (a trial of the rules, not of this guarantee: a command run
-        # without the box it requires could do anything)
-        return Decision(
-            Effect.DENY, REQUIRE_ISOLATION_RULE, REQUIRE_ISOLATION_REASON, "execute", command
-        )
-
     def unanswered(self, decision: Decision) -> Decision:
         """What an ASK decision becomes when nobody can answer it: a denial that says approval
         was needed; in shadow mode (``decision.shadow``) a warning that says what would have
@@ -381,60 +423,20 @@ class Policy:
             reason=f"{decision.reason} — approval needed, and no approver is configured",
         )
 
-    def _dangerous_command(self, command: str) -> Decision | None:
-        found = self._dangerous_commands.find(self._parse(command))
-        if found is None:
-            return None
-        return Decision(
-            self._dangerous_command_effect,
-            f"{DANGEROUS_COMMAND_RULE}:{found.id}",
-            f"a dangerous command: {found.reason}",
-            "execute",
-            found.command,
-        )
-
     def command_line(self, command: str) -> CommandLine:
         """``command`` parsed as bash, as this policy judges it (cached)."""
         return self._parse(command)
-
-    def _tool_danger(self, request: Request, atoms: list[Atom]) -> Decision | None:
-        spec = self._tools_dangers(request.dangerous_paths)
-        for atom in atoms[1:]:
-            if (
-                atom.path is not None
-                and atom.folded is not None
-                and spec.match(atom.path, atom.folded)
-            ):
-                return Decision(
-                    self._dangerous_effect,
-                    f"{DANGEROUS_RULE}:{request.tool}",
-                    f"{request.tool} declares this path dangerous",
-                    atom.action,
-                    atom.path,
-                )
-        return None
-
-    def _tools_dangers(self, patterns: tuple[str, ...]) -> PathSpec:
-        try:
-            return self._tool_dangers(patterns)
-        except ValueError as exc:
-            raise PolicyError(f"a tool's dangerous_paths cannot be compiled: {exc}") from None
 
     def _shadowed(self, decision: Decision) -> Decision:
         if not self.shadow or decision.rule == STATE_RULE:
             return decision
         if decision.effect is Effect.DENY:
-            return Decision(
-                Effect.WARN,
-                decision.rule,
-                f"shadow mode: would be denied ({decision.reason})",
-                decision.action,
-                decision.target,
+            return decision._replace(
+                effect=Effect.WARN,
+                reason=f"shadow mode: would be denied ({decision.reason})",
                 shadow=True,
             )
-        return Decision(
-            decision.effect, decision.rule, decision.reason, decision.action, decision.target, True
-        )
+        return decision._replace(shadow=True)  # an ask keeps every part that asked
 
     # -- limits ------------------------------------------------------------------------------
 
@@ -488,17 +490,3 @@ def _looks_canonical(path: str) -> bool:
         and "\x00" not in path
         and (path == "/" or not path.endswith("/"))
     )
-
-
-def _tool_danger_spec(patterns: tuple[str, ...]) -> PathSpec:
-    # a tool's own list is judged on every access (its changes-only entries too)
-    found = dangerous_patterns(replace=patterns)
-    return path_spec([*found.any_access, *found.changes], folded=True)
-
-
-def _unboxed(decision: Decision) -> Decision:
-    """An ask on a command that would run without the box says so: a person answering it allows
-    a command with their own rights, not a boxed one."""
-    if decision.effect is not Effect.ASK or UNBOXED_NOTE in decision.reason:
-        return decision
-    return decision._replace(reason=decision.reason + UNBOXED_NOTE)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stockade.sandbox.errors import SandboxError
-from stockade.sandbox.layers import Staging
 from stockade.sandbox.logical import normalize, within
 from stockade.sandbox.mounts import Mount
+from stockade.sandbox.views import View
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # what programs need from /etc to start and to name users; nothing secret (an allow-list: each
@@ -129,11 +129,12 @@ def box(
     network: bool,
     executable: str,
     info_fd: int | None = None,
-    views: Staging | None = None,
+    views: View | None = None,
 ) -> Box:
     """The bwrap argv (ending in ``--``) for a process in ``cwd`` (a logical path) that sees
     ``mounts``: each host mount's folder, or with ``views`` the merged copy-on-write view of
-    each writable one. Raises SandboxError when ``cwd`` is not inside a host mount."""
+    each writable one (and of a memory or overlay mount the views show). Raises SandboxError
+    when ``cwd`` is not inside a mount the process sees."""
     cwd = normalize(cwd)
     argv = [
         executable,
@@ -169,7 +170,8 @@ def box(
     # (mount, its host folder, what is bound at its prefix: the folder, or its merged view)
     host_mounts: list[tuple[Mount, Path, Path]] = []
     for mount in sorted(mounts, key=lambda m: len(m.prefix)):
-        if mount.kind != "host":
+        view = views.view_of(mount) if views is not None else None
+        if mount.kind != "host" and view is None:
             if within(cwd, mount.prefix):
                 raise SandboxError(
                     f"{cwd} is in {mount.prefix}, {_a(mount.kind)} mount, which a process cannot "
@@ -179,16 +181,16 @@ def box(
                 )
             warnings.append(f"{mount.prefix} is a {mount.kind} mount: the process does not see it")
             continue
-        assert mount.root is not None
-        root = Path(mount.root).resolve()
-        view = views.view_of(mount) if views is not None else None
+        # a memory or overlay mount is seen only through its view (`stockade.sandbox.shown`)
+        root = Path(mount.root).resolve() if mount.kind == "host" and mount.root else view
+        assert root is not None
         source = view if view is not None else root
         host_mounts.append((mount, root, source))
         argv += ["--ro-bind" if mount.read_only else "--bind", str(source), mount.prefix]
     # a read-only folder that also lies inside a writable mount's folder stays read-only there;
     # and each folder between them is bound onto itself, so it is a mount point, which cannot
     # be renamed or removed: the read-only folder cannot be moved away and replaced
-    for inner, inner_root, _ in host_mounts:
+    for inner, inner_root, inner_source in host_mounts:
         if not inner.read_only:
             continue
         for outer, outer_root, outer_source in host_mounts:
@@ -198,7 +200,9 @@ def box(
             for depth in range(1, len(parts)):
                 between = Path(outer.prefix, *parts[:depth]).as_posix()
                 argv += ["--bind", str(outer_source.joinpath(*parts[:depth])), between]
-            argv += ["--ro-bind", str(inner_root), Path(outer.prefix, *parts).as_posix()]
+            argv += ["--ro-bind", str(inner_source), Path(outer.prefix, *parts).as_posix()]
+    if views is not None:
+        argv += views.binds()
     if not any(within(cwd, m.prefix) for m, _, _ in host_mounts):
         prefixes = ", ".join(m.prefix for m in mounts)
         raise SandboxError(f"{cwd} is outside every mount ({prefixes}); run inside one", cwd)

@@ -13,10 +13,13 @@ before anything is read from or done to it, so what is judged is what is used.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from stockade.sandbox.errors import (
     ExistsError,
@@ -187,22 +190,96 @@ class HostBackend:
     # -- changing ----------------------------------------------------------------------------
 
     def write_bytes(
-        self, parts: list[str], data: bytes, check: Check | None = None, *, mode: int | None = None
+        self,
+        parts: list[str],
+        data: bytes,
+        check: Check | None = None,
+        *,
+        mode: int | None = None,
+        follow_last: bool = True,
     ) -> None:
         """Replace (or create) a file atomically, creating missing folders on the way. The
         file keeps its permission bits (or gets ``mode``; 0o644 for a new file). A write
-        through a link inside the mount lands on (and is judged at) the link's target."""
+        through a link inside the mount lands on (and is judged at) the link's target; without
+        ``follow_last`` a final link is replaced itself."""
+        dir_fd, name, _, temp = self._write_aside(
+            parts, data, check, mode, follow_last, flush=self.durable
+        )
+        try:
+            self._rename_into_place(dir_fd, temp, name, parts)
+            if self.durable:  # the rename itself must survive a crash too
+                _fsync_folder(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def write_aside(
+        self,
+        parts: list[str],
+        data: bytes,
+        check: Check | None = None,
+        *,
+        mode: int | None = None,
+        follow_last: bool = True,
+    ) -> Callable[[bool], None]:
+        """The first half of a write done in two (`stockade.sandbox.vfs.WriteBatch`): the
+        content is written beside the target under a name of our own, judged and not yet in
+        place, and not flushed. Returns the second half: ``finish(True)`` renames it into place
+        (judging the target again, where it is then), ``finish(False)`` removes it."""
+        dir_fd, _, where, temp = self._write_aside(
+            parts, data, check, mode, follow_last, flush=False
+        )
+        os.close(dir_fd)
+
+        def finish(place: bool) -> None:
+            dir_fd, name, now = self.root.parent(where, follow_last=False)
+            try:
+                if not place:
+                    with contextlib.suppress(OSError):
+                        os.unlink(temp, dir_fd=dir_fd)
+                    return
+                if check is not None:
+                    check(self.name(now), "write")
+                self._rename_into_place(dir_fd, temp, name, parts)
+            finally:
+                os.close(dir_fd)
+
+        return finish
+
+    def sync(self) -> None:
+        """Flush everything written to the mount's file system to disk (one ``syncfs``)."""
+        # the root's descriptor is an O_PATH one, which syncfs refuses: open the folder itself
+        folder = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.root.fd)
+        try:
+            if _syncfs(folder) != 0:
+                number = ctypes.get_errno()
+                raise from_os_error(OSError(number, os.strerror(number)), self.prefix)
+        finally:
+            os.close(folder)
+
+    def _write_aside(
+        self,
+        parts: list[str],
+        data: bytes,
+        check: Check | None,
+        mode: int | None,
+        follow_last: bool,
+        *,
+        flush: bool,
+    ) -> tuple[int, str, list[str], str]:
+        """Judge the target, then write ``data`` to a new file beside it (with ``flush``, to disk):
+        the folder's descriptor (the caller closes it), the target's name, its parts with
+        links followed, and the new file's name."""
         if not parts:
             raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
         try:
-            dir_fd, name, where = self.root.parent(parts)
+            dir_fd, name, where = self.root.parent(parts, follow_last=follow_last)
         except (FileNotFoundError, NotADirectoryError):
             # a folder on the way is missing: judge where the file would be before making it,
             # so a refused write leaves no folders behind
             if check is not None:
                 check(self.name(self.resolve(parts)), "write")
             self.mkdir(parts[:-1])
-            dir_fd, name, where = self.root.parent(parts)
+            dir_fd, name, where = self.root.parent(parts, follow_last=follow_last)
         try:
             if check is not None:
                 check(self.name(where), "write")
@@ -218,12 +295,17 @@ class HostBackend:
                         f"{self.name(parts)} is a folder; cannot write a file over it",
                         self.name(parts),
                     )
-                mode = stat.S_IMODE(current.st_mode) if mode is None else mode
-            self._replace(dir_fd, name, data, mode, parts)
-        finally:
+                if mode is None:
+                    mode = stat.S_IMODE(current.st_mode) if stat.S_ISREG(current.st_mode) else 0o644
+            temp = self._new_file(dir_fd, data, mode, parts, flush=flush)
+        except BaseException:
             os.close(dir_fd)
+            raise
+        return dir_fd, name, where, temp
 
-    def _replace(self, dir_fd: int, name: str, data: bytes, mode: int, parts: list[str]) -> None:
+    def _new_file(
+        self, dir_fd: int, data: bytes, mode: int, parts: list[str], *, flush: bool
+    ) -> str:
         # a short name of our own: the target's name may already be at the length limit
         temp = f".stockade-{os.urandom(8).hex()}.tmp"
         try:
@@ -241,10 +323,20 @@ class HostBackend:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                if self.durable:
+                if flush:
                     os.fsync(fd)
             finally:
                 os.close(fd)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
+            if isinstance(exc, OSError):
+                raise from_os_error(exc, self.name(parts)) from None
+            raise
+        return temp
+
+    def _rename_into_place(self, dir_fd: int, temp: str, name: str, parts: list[str]) -> None:
+        try:
             os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException as exc:
             with contextlib.suppress(OSError):
@@ -252,12 +344,53 @@ class HostBackend:
             if isinstance(exc, OSError):
                 raise from_os_error(exc, self.name(parts)) from None
             raise
-        if self.durable:  # the rename itself must survive a crash too
-            folder = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+
+    def chmod(self, parts: list[str], mode: int, check: Check | None = None) -> None:
+        """Set the permission bits of what ``parts`` leads to (a final link followed, inside
+        the mount), on the entry judged: opened once, changed through that descriptor."""
+        dir_fd, name, where = self.root.parent(parts) if parts else (os.dup(self.root.fd), ".", [])
+        try:
+            if check is not None:
+                check(self.name(where), "write")
+            fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
             try:
-                os.fsync(folder)
+                if stat.S_ISLNK(os.fstat(fd).st_mode):
+                    raise SandboxError(
+                        f"{self.name(parts)} became a link while being changed; try again",
+                        self.name(parts),
+                    )
+                # an O_PATH descriptor cannot be fchmod-ed; its /proc name reaches the same inode
+                os.chmod(f"/proc/self/fd/{fd}", mode)
             finally:
-                os.close(folder)
+                os.close(fd)
+        except OSError as exc:
+            if isinstance(exc, SandboxError):
+                raise
+            raise from_os_error(exc, self.name(parts)) from None
+        finally:
+            os.close(dir_fd)
+
+    def symlink(self, parts: list[str], target: str, check: Check | None = None) -> None:
+        """Make ``parts`` a link to ``target``: made under a name of our own, then renamed over
+        whatever file or link is there, so the name is never missing."""
+        dir_fd, name, where = self.root.parent(parts, follow_last=False)
+        temp = f".stockade-{os.urandom(8).hex()}.lnk"
+        try:
+            if check is not None:
+                check(self.name(where), "write")
+            os.symlink(target, temp, dir_fd=dir_fd)
+            try:
+                os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=dir_fd)
+                raise
+        except OSError as exc:
+            if isinstance(exc, SandboxError):
+                raise
+            raise from_os_error(exc, self.name(parts)) from None
+        finally:
+            os.close(dir_fd)
 
     def mkdir(self, parts: list[str], check: Check | None = None) -> None:
         """Create a folder and any missing folders above it (existing ones are fine); each
@@ -339,6 +472,23 @@ class HostBackend:
                 os.close(dst_fd)
         finally:
             os.close(src_fd)
+
+
+def _fsync_folder(dir_fd: int) -> None:
+    folder = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def _load_syncfs() -> Callable[[int], int]:
+    syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+    syncfs.argtypes, syncfs.restype = [ctypes.c_int], ctypes.c_int
+    return cast("Callable[[int], int]", syncfs)
+
+
+_syncfs = _load_syncfs()
 
 
 def _exists(dir_fd: int, name: str) -> bool:

@@ -26,28 +26,31 @@ renamed folder is a whiteout and a new folder.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from stockade.sandbox.errors import SandboxError
+from stockade.sandbox.limits import Isolation
 from stockade.sandbox.logical import within
 from stockade.sandbox.mounts import Mount
+from stockade.sandbox.staged_changes import ChangeKind, Lower, StagedChange, read_layer
+from stockade.sandbox.views import View
 
-ChangeKind = Literal["added", "modified", "deleted", "created_dir", "mode", "link", "special"]
+Shown = Callable[[Mount, Path], tuple[Path, ...]]
+"""How a mount not on the host is shown to a command: given the mount and an empty folder of
+the staging's own, fill it and return the lower folders of the mount's view, top first (empty:
+the command does not see the mount)."""
 
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNS = 0x00020000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV = 0x1, 0x2, 0x4
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
-_OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
 # unshare(2) and mount(2) by machine, for the launcher (Perl has no names for them)
 _SYSCALLS = {"x86_64": (272, 165), "aarch64": (97, 40), "arm64": (97, 40)}
 
@@ -71,47 +74,28 @@ exec { $rest[0] } @rest or die "stockade layers: exec $rest[0]: $!\n";
 """
 """Enters the layers, then execs the rest of its arguments: ``UNSHARE MOUNT UID GID N`` then
 N mounts of five arguments (source, target, type, flags, data; "" for none), ``--``, argv."""
-_CHUNK = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class StagedChange:
-    """One thing a command changed in a mount, as the host would get it if applied.
-
-    ``kind``: ``added`` or ``modified`` (a file; ``source`` holds its new content, ``mode`` its
-    permission bits), ``deleted`` (a file, a link or a whole folder), ``created_dir``, ``mode``
-    (permission bits only), ``link`` (a symbolic link to ``target``), or ``special`` (a device,
-    a pipe or a socket, which is never applied). ``sha256_before`` / ``sha256_after`` are of the
-    file's content (None: no such file)."""
-
-    path: str
-    kind: ChangeKind
-    size: int | None = None
-    sha256_before: str | None = None
-    sha256_after: str | None = None
-    mode: int | None = None
-    target: str | None = None
-    source: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class _Layer:
     prefix: str
-    lower: Path
-    upper: Path
+    lowers: tuple[Path, ...]  # top first: a mount's own folder, or what shows one not on the host
+    upper: Path | None  # None: a read-only mount, bound as it is (with its masks over it)
     work: Path
     merged: Path
 
 
-class Staging:
+class Staging(View):
     """The copy-on-write layers of one command run (see the module docstring).
 
-    ``mounts`` are the VFS's; each writable host mount gets a layer, read-only ones are bound as
-    they are. ``masks`` are logical paths hidden from the command: a file reads as empty and
-    cannot be written, a folder is empty and read-only. The layers live in a new folder under
-    ``base`` (the system's temporary folder by default), which must not lie inside a mount.
-    Use as a context manager, or `close` it.
+    ``mounts`` are the VFS's; each writable host mount gets a layer, each read-only one a
+    view of its own (read-only, so that it can be masked too). ``masks`` are logical paths
+    hidden from the command: a file reads as empty and cannot be written, a folder is empty and
+    read-only. The layers live in a new folder under ``base`` (the system's temporary folder by
+    default), which must not lie inside a mount. Use as a context manager, or `close` it.
     """
+
+    isolation: Isolation = "bubblewrap+layers"
 
     def __init__(
         self,
@@ -119,8 +103,9 @@ class Staging:
         *,
         masks: Sequence[str] = (),
         base: str | Path | None = None,
+        shown: Shown | None = None,
     ) -> None:
-        roots = [Path(m.root).resolve() for m in mounts if m.kind == "host" and m.root]
+        roots = [Path(m.root).resolve() for m in mounts if m.root]
         self.folder = Path(tempfile.mkdtemp(prefix="stockade-layers-", dir=base)).resolve()
         if any(self.folder.is_relative_to(root) for root in roots):
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -129,25 +114,40 @@ class Staging:
                 "reach its own layers; give a base folder outside every mount"
             )
         self.layers: list[_Layer] = []
-        for number, mount in enumerate(m for m in mounts if m.kind == "host" and m.root):
-            if mount.read_only:
-                continue
-            layer = _Layer(
-                mount.prefix,
-                Path(mount.root).resolve(),  # type: ignore[arg-type]
-                self.folder / f"upper{number}",
-                self.folder / f"work{number}",
-                self.folder / f"merged{number}",
-            )
-            for folder in (layer.upper, layer.work, layer.merged):
-                folder.mkdir()
-            self.layers.append(layer)
+        try:
+            for number, mount in enumerate(mounts):
+                lowers = self._lowers(mount, number, shown)
+                if not lowers:
+                    continue  # a mount the command does not see
+                layer = _Layer(
+                    mount.prefix,
+                    lowers,
+                    None if mount.read_only else self.folder / f"upper{number}",
+                    self.folder / f"work{number}",
+                    self.folder / f"merged{number}",
+                )
+                for folder in (layer.upper, layer.work, layer.merged):
+                    if folder is not None and not (folder is layer.work and layer.upper is None):
+                        folder.mkdir()
+                self.layers.append(layer)
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
         self.masks = tuple(masks)
         self._empty_file = self.folder / "empty"
         self._empty_file.touch(mode=0o444)
         self._plan = self._mount_plan()
         self._uid, self._gid = os.getuid(), os.getgid()
         self.closed = False
+
+    def _lowers(self, mount: Mount, number: int, shown: Shown | None) -> tuple[Path, ...]:
+        if mount.kind == "host" and mount.root:
+            return (Path(mount.root).resolve(),)
+        if shown is None:
+            return ()
+        folder = self.folder / f"shown{number}"
+        folder.mkdir()
+        return shown(mount, folder)
 
     # -- what the box binds ------------------------------------------------------------------
 
@@ -202,7 +202,16 @@ class Staging:
         read-only empty file bound over a file, a read-only empty tmpfs over a folder)."""
         plan: list[tuple[bytes, bytes, bytes | None, int, bytes | None]] = []
         for layer in self.layers:
-            options = f"lowerdir={layer.lower},upperdir={layer.upper},workdir={layer.work}"
+            lowerdir = ":".join(map(str, layer.lowers))
+            if layer.upper is None and len(layer.lowers) == 1:
+                # read-only: the folder itself, for the masks to go over
+                source = os.fsencode(layer.lowers[0])
+                plan.append((source, os.fsencode(layer.merged), None, _MS_BIND | _MS_REC, None))
+                continue
+            if layer.upper is None:  # read-only, several lowers: an overlay without an upper
+                options = f"lowerdir={lowerdir}"
+            else:
+                options = f"lowerdir={lowerdir},upperdir={layer.upper},workdir={layer.work}"
             plan.append(
                 (
                     b"stockade",
@@ -216,10 +225,10 @@ class Staging:
             where = self._merged_path(logical)
             if where is None:
                 continue
-            try:
-                info = os.lstat(where.lower)  # as the command will find it, before it runs
-            except OSError:
+            found = where.lower.find()  # as the command will find it, before it runs
+            if found is None:
                 continue  # not there: what it creates in its place is judged after the run
+            info = found[1]
             target = os.fsencode(where.merged)
             if stat.S_ISDIR(info.st_mode):
                 flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV
@@ -233,7 +242,8 @@ class Staging:
         for layer in sorted(self.layers, key=lambda lay: len(lay.prefix), reverse=True):
             if within(logical, layer.prefix):
                 relative = logical[len(layer.prefix) :].lstrip("/")
-                return _Where(layer.lower / relative, layer.merged / relative)
+                below = Lower(layer.lowers, tuple(p for p in relative.split("/") if p))
+                return _Where(below, layer.merged / relative)
         return None
 
     # -- afterwards ------------------------------------------------------------------------------
@@ -243,7 +253,8 @@ class Staging:
         replaced folder before what is created in its place)."""
         found: list[StagedChange] = []
         for layer in self.layers:
-            found.extend(_read_layer(layer.prefix, layer.upper, layer.lower))
+            if layer.upper is not None:
+                found.extend(read_layer(layer.prefix, layer.upper, Lower(layer.lowers)))
         return found
 
     def close(self) -> None:
@@ -261,7 +272,7 @@ class Staging:
 
 @dataclass(frozen=True, slots=True)
 class _Where:
-    lower: Path
+    lower: Lower
     merged: Path
 
 
@@ -272,152 +283,26 @@ def layers_available(timeout_s: float = 10.0) -> str | None:
     try:
         (folder / "lower").mkdir()
         staging = Staging([Mount("/probe", folder / "lower")], base=folder)
+        # the way commands will enter it: the launcher where there is one (a fresh process),
+        # else `enter` between fork and exec
+        launcher = staging.launcher()
+        argv, enter = (
+            (["true"], staging.enter) if launcher is None else ([*launcher, "--", "true"], None)
+        )
         try:
             done = subprocess.run(
-                ["true"],
-                preexec_fn=staging.enter,  # the point: see Staging.enter
-                capture_output=True,
-                timeout=timeout_s,
-                check=False,
+                argv, preexec_fn=enter, capture_output=True, timeout=timeout_s, check=False
             )
         except (OSError, subprocess.SubprocessError) as exc:
             return f"an overlay cannot be mounted in a user namespace here ({exc})"
         finally:
             staging.close()
         if done.returncode != 0:
-            return f"an overlay cannot be mounted in a user namespace here (exit {done.returncode})"
+            said = done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}"
+            return f"an overlay cannot be mounted in a user namespace here ({said})"
         return None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-# -- reading an upper layer ----------------------------------------------------------------------
-
-
-def _read_layer(prefix: str, upper: Path, lower: Path) -> Iterator[StagedChange]:
-    yield from _read_folder(prefix, upper, lower, lower_present=True)
-
-
-def _read_folder(
-    logical: str, upper: Path, lower: Path, *, lower_present: bool
-) -> Iterator[StagedChange]:
-    """The changes under one folder of the upper layer. ``lower_present``: the lower layer's
-    folder shows through (it does not when the folder is new, or opaque: replaced whole)."""
-    try:
-        entries = sorted(os.scandir(upper), key=lambda e: e.name)
-    except OSError:
-        return
-    if lower_present and _opaque(upper):
-        # the folder was replaced whole: what the lower one holds and the upper does not is gone
-        names = {e.name for e in entries}
-        for name in _names(lower):
-            if name not in names:
-                yield StagedChange(_join(logical, name), "deleted")
-        lower_present = False
-    for entry in entries:
-        path = _join(logical, entry.name)
-        below = lower / entry.name
-        try:
-            info = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        # what the host holds there now: what the change replaces (its lower entry shows
-        # through unless the folder is new or was replaced whole, but it is replaced all the same)
-        before = _lstat(below)
-        mode = info.st_mode
-        if stat.S_ISCHR(mode) and info.st_rdev == 0:  # a whiteout: deleted
-            if before is not None and lower_present:
-                yield StagedChange(path, "deleted")
-            continue
-        if before is not None and stat.S_ISDIR(before.st_mode) and not stat.S_ISDIR(mode):
-            yield StagedChange(path, "deleted")  # a folder replaced by something else
-            before = None
-        if stat.S_ISDIR(mode):
-            if before is None or not stat.S_ISDIR(before.st_mode):
-                if before is not None:
-                    yield StagedChange(path, "deleted")
-                yield StagedChange(path, "created_dir", mode=stat.S_IMODE(mode))
-                yield from _read_folder(path, Path(entry.path), below, lower_present=False)
-                continue
-            if stat.S_IMODE(mode) != stat.S_IMODE(before.st_mode):
-                yield StagedChange(path, "mode", mode=stat.S_IMODE(mode))
-            yield from _read_folder(path, Path(entry.path), below, lower_present=True)
-        elif stat.S_ISLNK(mode):
-            target = os.readlink(entry.path)
-            if before is not None and stat.S_ISLNK(before.st_mode) and os.readlink(below) == target:
-                continue
-            yield StagedChange(path, "link", target=target, sha256_before=_sha_of(below, before))
-        elif stat.S_ISREG(mode):
-            yield from _file_change(path, Path(entry.path), info, below, before)
-        else:
-            yield StagedChange(path, "special", mode=stat.S_IMODE(mode))
-
-
-def _file_change(
-    path: str, source: Path, info: os.stat_result, below: Path, before: os.stat_result | None
-) -> Iterator[StagedChange]:
-    after_sha = _sha256(source)
-    mode = stat.S_IMODE(info.st_mode)
-    if before is None or not stat.S_ISREG(before.st_mode):
-        yield StagedChange(
-            path, "added" if before is None else "modified", info.st_size,
-            _sha_of(below, before), after_sha, mode, source=source,
-        )  # fmt: skip
-        return
-    before_sha = _sha256(below) if before.st_size == info.st_size else None
-    if before_sha == after_sha:  # copied up, not changed (opened for writing, touched)
-        if stat.S_IMODE(before.st_mode) != mode:
-            yield StagedChange(path, "mode", mode=mode)
-        return
-    yield StagedChange(
-        path, "modified", info.st_size, before_sha or _sha256(below), after_sha, mode,
-        source=source,
-    )  # fmt: skip
-
-
-def _opaque(folder: Path) -> bool:
-    for name in _OPAQUE:
-        try:
-            if os.getxattr(folder, name, follow_symlinks=False) == b"y":
-                return True
-        except OSError:
-            continue
-    return False
-
-
-def _names(folder: Path) -> list[str]:
-    try:
-        return sorted(os.listdir(folder))
-    except OSError:
-        return []
-
-
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except OSError:
-        return None
-
-
-def _sha_of(path: Path, info: os.stat_result | None) -> str | None:
-    if info is None or not stat.S_ISREG(info.st_mode):
-        return None
-    return _sha256(path)
-
-
-def _sha256(path: Path) -> str | None:
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-    except OSError:
-        return None
-    return digest.hexdigest()
-
-
-def _join(folder: str, name: str) -> str:
-    return f"{folder.rstrip('/')}/{name}"
 
 
 # -- the two system calls, resolved once, before any fork ------------------------------------------
@@ -442,4 +327,4 @@ def _fail(what: str) -> None:
     raise OSError(number, f"{what}: {os.strerror(number)}")
 
 
-__all__ = ["ChangeKind", "StagedChange", "Staging", "layers_available"]
+__all__ = ["ChangeKind", "Shown", "StagedChange", "Staging", "layers_available"]

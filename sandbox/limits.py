@@ -9,7 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 MiB = 1024 * 1024
 
-Isolation = Literal["bubblewrap", "none"]
+Isolation = Literal["bubblewrap", "bubblewrap+layers", "bubblewrap+rebinds", "none"]
+"""How a run was isolated: boxed by bubblewrap (its mounts' folders written directly), boxed on
+copy-on-write layers (nothing reached the mounts; the changes are the caller's to judge and
+apply), boxed with its protected paths bound read-only (the fallback without overlays: new
+protected paths are the caller's to find), or not at all (limits only)."""
 KilledReason = Literal["timeout", "memory", "cpu", "processes", "output", "file_size", "cancelled"]
 
 

@@ -8,6 +8,10 @@ gate only: symlinks and races are dealt with where the host is asked.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
 from stockade.sandbox.errors import PathEscapeError
 
 WORKSPACE = "/workspace"
@@ -102,3 +106,33 @@ def within(path: str, prefix: str) -> bool:
     """Whether normalized ``path`` is ``prefix`` or under it, on segment boundaries
     (``/workspace-evil`` is not within ``/workspace``)."""
     return path == prefix or prefix == "/" or path.startswith(prefix + "/")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def names_the_path(method: F) -> F:
+    """For a `VirtualFS` method: make a refusal name the path that was asked for, not only the
+    link it passed through: "/workspace/a/b.txt: on the way, /workspace/a, a symbolic link
+    that leads outside ..."."""
+
+    @functools.wraps(method)
+    def named(self: object, *paths: Any, **options: Any) -> Any:
+        try:
+            return method(self, *paths, **options)
+        except PathEscapeError as exc:
+            asked = [normalize(p) for p in paths if isinstance(p, str) and _normal(p)]
+            if exc.path and asked and exc.path not in asked:
+                # name the path asked for first; the message goes on to name the link
+                raise PathEscapeError(f"{asked[0]}: on the way, {exc}", asked[0]) from None
+            raise
+
+    return cast(F, named)
+
+
+def _normal(path: str) -> bool:
+    try:
+        normalize(path)
+    except PathEscapeError:
+        return False
+    return True

@@ -112,8 +112,17 @@ class MemoryBackend:
             f"{self.name(parts)} is in a memory mount, which has no host path", self.name(parts)
         )
 
-    def write_bytes(self, parts: list[str], data: bytes, check: Check | None = None) -> None:
-        """Replace (or create) a file, creating missing folders on the way."""
+    def write_bytes(
+        self,
+        parts: list[str],
+        data: bytes,
+        check: Check | None = None,
+        *,
+        mode: int | None = None,
+        follow_last: bool = True,  # a memory mount holds no links: nothing to follow
+    ) -> None:
+        """Replace (or create) a file, creating missing folders on the way (with ``mode``:
+        those permission bits)."""
         if not parts:
             raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
         with self._lock:
@@ -127,6 +136,23 @@ class MemoryBackend:
                 )
             with self._open(path, "wb") as handle:
                 handle.write(data)
+            if mode is not None:
+                self._os.chmod(path, mode)
+
+    def chmod(self, parts: list[str], mode: int, check: Check | None = None) -> None:
+        """Set the permission bits of a file or folder."""
+        with self._lock:
+            if check is not None:
+                check(self.name(parts), "write")
+            self._stat(parts)
+            self._os.chmod(self._fake(parts), mode)
+
+    def symlink(self, parts: list[str], target: str, check: Check | None = None) -> None:
+        """Refused: a memory mount holds no links (its paths resolve lexically)."""
+        raise SandboxError(
+            f"{self.name(parts)} is in a memory mount, which holds no symbolic links",
+            self.name(parts),
+        )
 
     def mkdir(self, parts: list[str], check: Check | None = None) -> None:
         """Create a folder and any missing folders above it (each one created is judged)."""

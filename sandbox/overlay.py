@@ -46,6 +46,7 @@ class OverlayBackend:
         self._files: dict[Key, bytes] = {}
         self._deleted: set[Key] = set()  # host entries removed (a folder: with all it held)
         self._dirs: set[Key] = set()  # folders created (over a deleted one: a fresh, empty one)
+        self._modes: dict[Key, int] = {}  # permission bits set on staged files
         self._lock = threading.RLock()
 
     def close(self) -> None:
@@ -148,7 +149,8 @@ class OverlayBackend:
             if check is not None:
                 check(self.name(key), "read")
             if key in self._files:
-                return FileInfo(self.name(key), "file", len(self._files[key]), time.time(), 0o644)
+                mode = self._modes.get(key, 0o644)
+                return FileInfo(self.name(key), "file", len(self._files[key]), time.time(), mode)
             kind = self._kind(key)
             if kind is None:
                 raise NotFoundError(f"{self.name(parts)} does not exist", self.name(parts))
@@ -195,20 +197,54 @@ class OverlayBackend:
 
     # -- staging -----------------------------------------------------------------------------
 
-    def write_bytes(self, parts: list[str], data: bytes, check: Check | None = None) -> None:
-        """Stage new content (through a link: for the link's target)."""
+    def write_bytes(
+        self,
+        parts: list[str],
+        data: bytes,
+        check: Check | None = None,
+        *,
+        mode: int | None = None,
+        follow_last: bool = True,
+    ) -> None:
+        """Stage new content (through a link: for the link's target, unless not
+        ``follow_last``: then in the link's place), with ``mode`` if given."""
         if not parts:
             raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
         with self._lock:
             if check is not None:  # before any folder is staged for it
                 check(self.name(self._key(parts)), "write")
             self.mkdir(parts[:-1])
-            key = self._key(parts)
+            key = self._key(parts) if follow_last else (*self._key(parts[:-1]), parts[-1])
             if self._kind(key) == "dir":
                 raise IsADirectoryError_(
                     f"{self.name(key)} is a folder; cannot write a file over it", self.name(key)
                 )
             self._files[key] = bytes(data)
+            if mode is not None:
+                self._modes[key] = mode
+
+    def chmod(self, parts: list[str], mode: int, check: Check | None = None) -> None:
+        """Stage new permission bits for a file (its content staged with them)."""
+        with self._lock:
+            key = self._key(parts)
+            if check is not None:
+                check(self.name(key), "write")
+            if key not in self._files:
+                if self._kind(key) != "file":
+                    raise SandboxError(
+                        f"{self.name(key)} is not a file: an overlay mount stages the modes of "
+                        "files only",
+                        self.name(key),
+                    )
+                self._files[key] = self.host.read_bytes(list(key), _UNLIMITED)
+            self._modes[key] = mode
+
+    def symlink(self, parts: list[str], target: str, check: Check | None = None) -> None:
+        """Refused: an overlay mount stages file content, not links."""
+        raise SandboxError(
+            f"{self.name(parts)} is in an overlay mount, which cannot stage a symbolic link",
+            self.name(parts),
+        )
 
     def mkdir(self, parts: list[str], check: Check | None = None) -> None:
         """Stage missing folders (each one judged)."""
@@ -295,9 +331,8 @@ class OverlayBackend:
         with self._lock:
             found: list[Change] = []
             for key in sorted(self._deleted):
-                found.append(
-                    Change(self.name(key), "deleted", _diff(self.name(key), self._old(key), None))
-                )
+                diff = unified_diff(self.name(key), self._old(key), None)
+                found.append(Change(self.name(key), "deleted", diff))
             for key in sorted(self._dirs):
                 if not any(f[: len(key)] == key for f in self._files):
                     found.append(Change(self.name(key), "created_dir", ""))
@@ -307,7 +342,7 @@ class OverlayBackend:
                 if old == new:
                     continue
                 kind: ChangeKind = "added" if old is None else "modified"
-                found.append(Change(self.name(key), kind, _diff(self.name(key), old, new)))
+                found.append(Change(self.name(key), kind, unified_diff(self.name(key), old, new)))
             return sorted(found, key=lambda c: c.path)
 
     def _old(self, key: Key) -> bytes | None:
@@ -324,12 +359,13 @@ class OverlayBackend:
             self._files.clear()
             self._deleted.clear()
             self._dirs.clear()
+            self._modes.clear()
 
     def commit(self) -> None:
         """Apply every staged change to the host, all or nothing. On failure the host is as
         before and the changes stay staged, so the commit can be retried."""
         with self._lock:
-            _Commit(self.host, self._files, self._deleted, self._dirs).run()
+            _Commit(self.host, self._files, self._deleted, self._dirs, self._modes).run()
             self.discard()
 
 
@@ -340,9 +376,15 @@ class _Commit:
     aside entries are removed."""
 
     def __init__(
-        self, host: HostBackend, files: dict[Key, bytes], deleted: set[Key], dirs: set[Key]
+        self,
+        host: HostBackend,
+        files: dict[Key, bytes],
+        deleted: set[Key],
+        dirs: set[Key],
+        modes: dict[Key, int],
     ) -> None:
         self.host = host
+        self.modes = modes
         self.files = files
         self.deleted = deleted
         self.dirs = dirs
@@ -383,7 +425,10 @@ class _Commit:
                     self.made_dirs.append(key[:depth])
 
     def _mode(self, key: Key) -> int | None:
-        """The permission bits of the file being replaced, so a commit keeps them."""
+        """The bits staged for the file, else those of the file it replaces (a commit keeps
+        them)."""
+        if key in self.modes:
+            return self.modes[key]
         try:
             info = self.host.lstat(list(key))
         except SandboxError:
@@ -426,7 +471,8 @@ def _temp_name(kind: str) -> str:
     return f".stockade-{kind}-{os.urandom(8).hex()}"
 
 
-def _diff(path: str, old: bytes | None, new: bytes | None) -> str:
+def unified_diff(path: str, old: bytes | None, new: bytes | None) -> str:
+    """A unified diff of a file's bytes (``None``: absent); binary files as their sizes."""
     binary = any(b"\x00" in data for data in (old, new) if data is not None)
     try:
         before = [] if old is None else old.decode("utf-8").splitlines(keepends=True)

@@ -49,11 +49,11 @@ from typing import Literal
 from stockade.sandbox.bubblewrap import SANDBOX_PATH, Bubblewrap, box
 from stockade.sandbox.cgroups import PidsGroup
 from stockade.sandbox.errors import SandboxError
-from stockade.sandbox.layers import Staging
 from stockade.sandbox.limits import Isolation, Limits, ProcessResult
 from stockade.sandbox.logical import normalize
 from stockade.sandbox.tree import RUN_TOKEN
 from stockade.sandbox.vfs import VirtualFS
+from stockade.sandbox.views import View
 from stockade.sandbox.watch import WatchedRun
 
 log = logging.getLogger("stockade.sandbox")
@@ -82,7 +82,7 @@ def run_process(
     isolation: IsolationChoice = "auto",
     cancel: threading.Event | None = None,
     bubblewrap: Bubblewrap | None = None,
-    staging: Staging | None = None,
+    staging: View | None = None,
 ) -> ProcessResult:
     """Run a command line (with bash) or an argv inside the sandbox and wait for it.
 
@@ -132,7 +132,7 @@ def run_process(
             argv = [*boxed.argv, *_limited(prlimit, limits, boxed=True), *command]
             host_cwd: str | None = None
             home = "/tmp"  # one of BOX_PRIVATE_PATHS: the run's own, and gone after it
-            used: Isolation = "bubblewrap"
+            used: Isolation = "bubblewrap" if staging is None else staging.isolation
         else:
             host_cwd = str(fs.host_path(cwd))
             warnings.append(unboxed)
@@ -204,6 +204,7 @@ async def run_process_async(
     input: bytes | None = None,
     isolation: IsolationChoice = "auto",
     bubblewrap: Bubblewrap | None = None,
+    staging: View | None = None,
 ) -> ProcessResult:
     """`run_process` from async code (a probe it makes runs in the worker thread, not on the
     event loop). Cancelling the awaiting task kills the process tree, and the cancellation
@@ -224,6 +225,7 @@ async def run_process_async(
             isolation=isolation,
             cancel=cancel,
             bubblewrap=bubblewrap,
+            staging=staging,
         ),
     )
     try:

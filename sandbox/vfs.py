@@ -23,91 +23,29 @@ delete about the name it removes and a move about its source (``delete``) and de
 from __future__ import annotations
 
 import copy
-import functools
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
 
 from stockade.errors import ConfigurationError
+from stockade.sandbox.backend import Backend
 from stockade.sandbox.errors import (
     ExistsError,
     NotADirectoryError_,
     NotFoundError,
     NotTextError,
     PathEscapeError,
-    QuotaError,
     ReadOnlyError,
     SandboxError,
 )
 from stockade.sandbox.guard import Access, Check, Guard, both, check_tree, checker
 from stockade.sandbox.host import HostBackend
-from stockade.sandbox.logical import normalize, split, within
+from stockade.sandbox.logical import names_the_path, normalize, split, within
 from stockade.sandbox.mounts import Change, FileInfo, Mount
 from stockade.sandbox.overlay import OverlayBackend
+from stockade.sandbox.shared import Shared
 
 MiB = 1 << 20
-
-
-class _Backend(Protocol):
-    prefix: str
-
-    def close(self) -> None: ...
-    def read_bytes(self, parts: list[str], limit: int, check: Check | None = None) -> bytes: ...
-    def write_bytes(self, parts: list[str], data: bytes, check: Check | None = None) -> None: ...
-    def list_dir(self, parts: list[str], check: Check | None = None) -> list[str]: ...
-    def stat(self, parts: list[str], check: Check | None = None) -> FileInfo: ...
-    def lstat(self, parts: list[str], check: Check | None = None) -> FileInfo: ...
-    def mkdir(self, parts: list[str], check: Check | None = None) -> None: ...
-    def delete(self, parts: list[str], *, recursive: bool, check: Check | None = None) -> None: ...
-    def rename(
-        self, source: list[str], target: list[str], *, overwrite: bool, check: Check | None = None
-    ) -> None: ...
-    def resolve(self, parts: list[str]) -> list[str]: ...
-    def host_path(self, parts: list[str]) -> Path: ...
-
-
-class _Shared:
-    """What a file system and every guarded view of it share: the bytes written so far (one
-    quota for all of them) and the per-path locks (a view's write waits for the original's)."""
-
-    __slots__ = ("count_lock", "path_locks", "path_locks_guard", "written")
-
-    def __init__(self) -> None:
-        self.written = 0
-        self.count_lock = threading.Lock()
-        self.path_locks: dict[str, threading.Lock] = {}
-        self.path_locks_guard = threading.Lock()
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _names_the_path(method: F) -> F:
-    """Make a refusal name the path that was asked for, not only the link it passed through:
-    "/workspace/a/b.txt passes through /workspace/a, a symbolic link that leads outside ..."."""
-
-    @functools.wraps(method)
-    def named(self: VirtualFS, *paths: Any, **options: Any) -> Any:
-        try:
-            return method(self, *paths, **options)
-        except PathEscapeError as exc:
-            asked = [normalize(p) for p in paths if isinstance(p, str) and _normal(p)]
-            if exc.path and asked and exc.path not in asked:
-                # name the path asked for first; the message goes on to name the link
-                raise PathEscapeError(f"{asked[0]}: on the way, {exc}", asked[0]) from None
-            raise
-
-    return cast(F, named)
-
-
-def _normal(path: str) -> bool:
-    try:
-        normalize(path)
-    except PathEscapeError:
-        return False
-    return True
 
 
 class VirtualFS:
@@ -137,10 +75,10 @@ class VirtualFS:
             raise ConfigurationError(f"mount prefix(es) {sorted(duplicates)} given more than once")
         self.max_file_bytes = max_file_bytes
         self.max_write_bytes = max_write_bytes
-        self._shared = _Shared()
+        self._shared = Shared()
         self._guard: Guard | None = None
         self._check: Check | None = None  # the guard as backends call it, None when unguarded
-        self._backends: dict[str, _Backend] = {}
+        self._backends: dict[str, Backend] = {}
         try:
             for mount in self.mounts:
                 self._backends[mount.prefix] = self._backend(mount, durable)
@@ -165,7 +103,7 @@ class VirtualFS:
                 self._read_only_within[mount.prefix] = inside
 
     @staticmethod
-    def _backend(mount: Mount, durable: bool) -> _Backend:
+    def _backend(mount: Mount, durable: bool) -> Backend:
         if mount.memory:
             # imported here, not at the top: pyfakefs brings doctest, unittest and pdb with it
             # (some 20 ms), which a program that mounts nothing in memory should not pay for
@@ -210,7 +148,7 @@ class VirtualFS:
 
     # -- where a path goes -------------------------------------------------------------------
 
-    def _locate(self, path: str) -> tuple[Mount, _Backend, list[str], str]:
+    def _locate(self, path: str) -> tuple[Mount, Backend, list[str], str]:
         logical = normalize(path)
         if not self._backends:
             raise SandboxError("this VirtualFS is closed; create a new one", logical)
@@ -226,7 +164,7 @@ class VirtualFS:
 
     def _writable(
         self, path: str, *, removes: bool = False
-    ) -> tuple[Mount, _Backend, list[str], str]:
+    ) -> tuple[Mount, Backend, list[str], str]:
         """Locate a path that is about to change; ``removes`` when the change takes the name
         away with everything below it (delete, the source of a move)."""
         mount, backend, parts, logical = self._locate(path)
@@ -253,7 +191,7 @@ class VirtualFS:
         assert mount.root is not None
         return Path(mount.root).resolve()
 
-    @_names_the_path
+    @names_the_path
     def canonical(self, path: str, *, follow_last: bool = True) -> str:
         """The logical path with ``..`` and symlinks resolved: what a policy should judge.
         Without ``follow_last`` a final symlink stays itself (the name a delete or a rename acts
@@ -265,7 +203,7 @@ class VirtualFS:
             resolved = [*backend.resolve(parts[:-1]), parts[-1]]
         return "/".join([mount.prefix.rstrip("/"), *resolved]) if resolved else mount.prefix
 
-    @_names_the_path
+    @names_the_path
     def host_path(self, path: str) -> Path:
         """Where a path of a host or overlay mount is on the host (for binding it into a
         process sandbox; file tools never use it)."""
@@ -274,7 +212,7 @@ class VirtualFS:
 
     # -- reading -----------------------------------------------------------------------------
 
-    @_names_the_path
+    @names_the_path
     def read_bytes(self, path: str) -> bytes:
         """A file's content."""
         _, backend, parts, _ = self._locate(path)
@@ -296,7 +234,7 @@ class VirtualFS:
                 normalize(path),
             ) from None
 
-    @_names_the_path
+    @names_the_path
     def list_dir(self, path: str = "/workspace") -> list[str]:
         """Names in a folder, sorted. ``/`` lists the mounts' top folders."""
         logical = normalize(path)
@@ -313,13 +251,13 @@ class VirtualFS:
                     names.add(rest[0])
         return sorted(names)
 
-    @_names_the_path
+    @names_the_path
     def stat(self, path: str) -> FileInfo:
         """Kind, size, modification time and permission bits (of a symlink's target)."""
         _, backend, parts, _ = self._locate(path)
         return backend.stat(parts, self._check)
 
-    @_names_the_path
+    @names_the_path
     def lstat(self, path: str) -> FileInfo:
         """Like `stat`, but a final symlink describes itself (kind ``link``)."""
         _, backend, parts, _ = self._locate(path)
@@ -336,49 +274,128 @@ class VirtualFS:
 
     # -- changing ----------------------------------------------------------------------------
 
-    @_names_the_path
-    def write_bytes(self, path: str, data: bytes) -> None:
-        """Replace or create a file atomically (missing folders are created)."""
+    @names_the_path
+    def write_bytes(
+        self, path: str, data: bytes, *, mode: int | None = None, replace_link: bool = False
+    ) -> None:
+        """Replace or create a file atomically (missing folders are created). ``mode`` sets
+        its permission bits (else it keeps the replaced file's; a new file gets 0o644). A final
+        symlink is written through, to its target (judged there), unless ``replace_link``:
+        then the link itself is replaced by the file."""
         _, backend, parts, logical = self._writable(path)
         self._charge(len(data), logical)
         try:
-            with self._locked(logical):
-                backend.write_bytes(parts, bytes(data), self._check)
+            with self._shared.locked(logical):
+                backend.write_bytes(
+                    parts, bytes(data), self._check, mode=mode, follow_last=not replace_link
+                )
         except BaseException:
-            self._refund(len(data))  # nothing was written
+            self._shared.refund(len(data))  # nothing was written
             raise
+
+    @names_the_path
+    def write_aside(
+        self, path: str, data: bytes, *, mode: int | None = None, replace_link: bool = False
+    ) -> Callable[[bool], None]:
+        """The first half of a write done in two, for many files applied together: ``data``
+        is written beside ``path`` under a name of Stockade's own, judged, not yet in place and
+        not flushed. Call `sync` once for all of them, then each returned ``finish(True)`` to
+        rename the file into place (judged again, where it then lands), or ``finish(False)`` to
+        drop it. A crash before a file's finish leaves it as it was, with a
+        ``.stockade-*.tmp`` beside it. On a mount not on the host the write happens at once and
+        ``finish`` does nothing. Options as for `write_bytes`."""
+        _, backend, parts, logical = self._writable(path)
+        self._charge(len(data), logical)
+        follow_last = not replace_link
+        try:
+            with self._shared.locked(logical):
+                if isinstance(backend, HostBackend):
+                    finish = backend.write_aside(
+                        parts, bytes(data), self._check, mode=mode, follow_last=follow_last
+                    )
+                else:
+                    backend.write_bytes(
+                        parts, bytes(data), self._check, mode=mode, follow_last=follow_last
+                    )
+                    return _done
+        except BaseException:
+            self._shared.refund(len(data))
+            raise
+
+        def finish_locked(place: bool) -> None:
+            with self._shared.locked(logical):
+                try:
+                    finish(place)
+                except BaseException:
+                    self._shared.refund(len(data))
+                    raise
+            if not place:
+                self._shared.refund(len(data))
+
+        return finish_locked
+
+    def sync(self) -> None:
+        """Flush to disk everything written to the host mounts (a ``syncfs`` per mount)."""
+        for backend in self._backends.values():
+            if isinstance(backend, HostBackend):
+                backend.sync()
 
     def write_text(self, path: str, data: str) -> None:
         """Write text as UTF-8."""
         self.write_bytes(path, data.encode("utf-8"))
 
-    @_names_the_path
+    @names_the_path
     def mkdir(self, path: str) -> None:
         """Create a folder and any missing ones above it."""
         _, backend, parts, logical = self._writable(path)
-        with self._locked(logical):
+        with self._shared.locked(logical):
             backend.mkdir(parts, self._check)
 
-    @_names_the_path
+    @names_the_path
+    def chmod(self, path: str, mode: int) -> None:
+        """Set the permission bits of a file or folder (through a link: of its target)."""
+        if not 0 <= mode <= 0o7777:
+            raise SandboxError(f"mode {mode:#o} for {path} is not a file mode (0 to 0o7777)", path)
+        _, backend, parts, logical = self._writable(path)
+        with self._shared.locked(logical):
+            backend.chmod(parts, mode, self._check)
+
+    @names_the_path
+    def symlink(self, path: str, target: str) -> None:
+        """Make ``path`` a symbolic link to ``target`` (replacing a file or link there, in one
+        step). The target is stored as given; the file system never follows a link out of its
+        mount, whatever it says. Host mounts only: memory and overlay mounts hold no links."""
+        if not target or "\0" in target:
+            raise SandboxError(
+                f"a link's target must be a non-empty path without NUL, got {target!r}", path
+            )
+        _, backend, parts, logical = self._writable(path)
+        if not parts:
+            raise SandboxError(f"{logical} is a mount itself and cannot become a link", logical)
+        with self._shared.locked(logical):
+            backend.symlink(parts, target, self._check)
+
+    @names_the_path
     def delete(self, path: str, *, recursive: bool = False) -> None:
         """Delete a file, or a folder (empty unless ``recursive``). A symlink is deleted as
         itself, never its target."""
         mount, backend, parts, logical = self._writable(path, removes=True)
         if not parts:
             raise SandboxError(f"{logical} is the mount {mount.prefix} itself", logical)
-        with self._locked(logical):
+        with self._shared.locked(logical):
             if recursive:
                 self._check_tree(backend, mount, parts, None)
             backend.delete(parts, recursive=recursive, check=self._check)
 
-    @_names_the_path
+    @names_the_path
     def move(self, source: str, target: str, *, overwrite: bool = False) -> None:
         """Move or rename a file or folder; across mounts files are copied, then deleted."""
         src_mount, src_backend, src_parts, src = self._writable(source, removes=True)
         dst_mount, dst_backend, dst_parts, dst = self._writable(target, removes=overwrite)
         check = self._check
         first, second = sorted((src, dst))  # always the same order: two moves cannot deadlock
-        with self._locked(first), self._locked(second) if second != first else _nothing():
+        locks = self._shared
+        with locks.locked(first), locks.locked(second) if second != first else _nothing():
             if src_backend is dst_backend:
                 self._check_tree(src_backend, src_mount, src_parts, (dst_mount, dst_parts))
                 src_backend.rename(src_parts, dst_parts, overwrite=overwrite, check=check)
@@ -398,18 +415,18 @@ class VirtualFS:
             try:
                 dst_backend.write_bytes(dst_parts, data, check)
             except BaseException:
-                self._refund(len(data))
+                self._shared.refund(len(data))
                 raise
             src_backend.delete(src_parts, recursive=False, check=check)
 
-    def _name(self, mount: Mount, backend: _Backend, parts: list[str]) -> str:
+    def _name(self, mount: Mount, backend: Backend, parts: list[str]) -> str:
         """The logical path of the name ``parts`` (a final link as itself)."""
         where = [*backend.resolve(parts[:-1]), *parts[-1:]]
         return "/".join([mount.prefix.rstrip("/"), *where]) if where else mount.prefix
 
     def _check_tree(
         self,
-        backend: _Backend,
+        backend: Backend,
         mount: Mount,
         parts: list[str],
         moved_to: tuple[Mount, list[str]] | None,
@@ -446,46 +463,19 @@ class VirtualFS:
     # -- guards ------------------------------------------------------------------------------
 
     def _charge(self, size: int, logical: str) -> None:
-        if size > self.max_file_bytes:
-            raise QuotaError(
-                f"writing {size} bytes to {logical} is over the {self.max_file_bytes}-byte limit "
-                "for one file",
-                logical,
-            )
-        shared = self._shared
-        with shared.count_lock:
-            if shared.written + size > self.max_write_bytes:
-                raise QuotaError(
-                    f"writing {size} bytes to {logical} would pass the {self.max_write_bytes}-byte "
-                    f"limit on all writes ({shared.written} written so far)",
-                    logical,
-                )
-            shared.written += size
-
-    def _refund(self, size: int) -> None:
-        with self._shared.count_lock:
-            self._shared.written -= size
+        self._shared.charge(size, logical, self.max_file_bytes, self.max_write_bytes)
 
     @property
     def written(self) -> int:
         """Bytes written through this file system so far (counted against the quota)."""
         return self._shared.written
 
-    @contextmanager
-    def _locked(self, logical: str) -> Iterator[None]:
-        shared = self._shared
-        with shared.path_locks_guard:
-            lock = shared.path_locks.get(logical)
-            if lock is None:
-                if len(shared.path_locks) > 10_000:  # forget idle locks, keep memory bounded
-                    for key in [k for k, v in shared.path_locks.items() if not v.locked()]:
-                        del shared.path_locks[key]
-                lock = shared.path_locks[logical] = threading.Lock()
-        with lock:
-            yield
+
+def _done(place: bool) -> None:
+    """The finish of a write that was done at once."""
 
 
-def _present(backend: _Backend, parts: list[str]) -> bool:
+def _present(backend: Backend, parts: list[str]) -> bool:
     try:
         backend.stat(parts)
     except (NotFoundError, NotADirectoryError_):

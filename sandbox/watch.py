@@ -158,7 +158,7 @@ class WatchedRun:
             ) from exc
         self.pid = self.proc.pid
         self.tree = ProcessTree(
-            self.pid, group=group, boxed=isolation == "bubblewrap", token=env[RUN_TOKEN]
+            self.pid, group=group, boxed=isolation != "none", token=env[RUN_TOKEN]
         )
         self.stdout = Output(limits.output_bytes)
         self.stderr = Output(limits.output_bytes)

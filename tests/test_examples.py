@@ -20,6 +20,7 @@ import pytest
 from support import bin_without_bubblewrap, require_bubblewrap
 
 from stockade.sandbox import isolation_available
+from stockade.sandbox.layers import layers_available
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -116,8 +117,15 @@ def check_policy_modes(stdout: str) -> None:
         assert warned == (rule_effect == "warn"), case
 
 
+def boxed_isolation() -> str:
+    """What a command run by the engine reports as its isolation on this machine."""
+    if not isolation_available():
+        return "none"
+    return "bubblewrap+layers" if layers_available() is None else "bubblewrap"
+
+
 def check_shell_sandbox(stdout: str) -> None:
-    isolation = "bubblewrap" if isolation_available() else "none"
+    isolation = boxed_isolation()
     assert f"bubblewrap available: {isolation_available()}\n" in stdout
     ran = blocks(stdout)["run_shell 'pwd && echo built > out.txt && ls'"]
     assert "approver asked (commands-ask" in ran, ran
@@ -227,7 +235,7 @@ def test_example_runs_and_shows_what_it_claims(name: str, output: Callable[[str]
 def test_shell_sandbox_runs_under_bubblewrap(output: Callable[[str], str]) -> None:
     require_bubblewrap()
     ran = blocks(output("shell_sandbox"))["run_shell 'pwd && echo built > out.txt && ls'"]
-    assert "isolation: bubblewrap, warnings: ()" in ran
+    assert f"isolation: {boxed_isolation()}, warnings: ()" in ran
     assert "--- stdout ---\n     /workspace\n     out.txt\n" in ran  # the logical path, boxed
 
 

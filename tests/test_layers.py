@@ -57,7 +57,7 @@ def staged_run(
     CONTENT.clear()
     with Staging(fs.mounts, masks=masks, base=base) as staging:
         result = run_process(command, fs=fs, timeout=20, staging=staging)
-        assert result.isolation == "bubblewrap"
+        assert result.isolation == "bubblewrap+layers"
         changes = staging.changes()
         CONTENT.update({c.path: c.source.read_bytes() for c in changes if c.source is not None})
         return result.stdout, result.stderr, changes

@@ -432,7 +432,7 @@ async def test_each_engine_asks_the_machine_for_itself(
         first = await shell_call(fs, "echo hi", Policy.from_dict({"default": "allow"}))
         monkeypatch.setenv("PATH", str(tmp_path))  # now no bwrap (and no prlimit) is found
         second = await shell_call(fs, "echo hi", ISOLATED)
-    assert first.metadata["process"]["isolation"] == "bubblewrap"
+    assert first.metadata["process"]["isolation"].startswith("bubblewrap")  # boxed
     assert second.decision is not None
     assert second.decision.rule == "require-isolation"
 
@@ -457,7 +457,8 @@ async def test_a_calls_context_cannot_swap_what_the_engine_judged_the_call_by(
             )
     assert result.status == "ok", result.text
     process = result.metadata["process"]
-    assert (process["isolation"], process["network"]) == ("bubblewrap", False)
+    assert process["isolation"].startswith("bubblewrap")
+    assert process["network"] is False
     assert (tmp_path / "ws" / "hi.txt").exists()
     assert not (tmp_path / "other" / "hi.txt").exists()
 

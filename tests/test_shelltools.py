@@ -23,6 +23,7 @@ from support import require_bubblewrap
 
 from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
 from stockade.engine.builtin.shell import add_shell_tools
+from stockade.engine.pipeline import _commands
 from stockade.policies import Effect, Policy
 from stockade.sandbox import Mount, VirtualFS
 
@@ -70,7 +71,7 @@ async def test_run_shell_works_in_the_workspace_with_its_logical_paths(
     assert "/workspace\nfrom the host" in shown
     assert (workspace / "out.txt").read_text() == "made\n"
     process = result.metadata["process"]
-    assert process["isolation"] == "bubblewrap"
+    assert process["isolation"] == "bubblewrap+layers"
     assert process["exit_code"] == 3
     assert process["network"] is False
 
@@ -142,7 +143,12 @@ async def test_a_call_asks_for_less_time_never_more(fs: VirtualFS) -> None:
     assert result.duration_s < 3
 
 
-async def test_a_memory_mount_cannot_hold_the_working_folder() -> None:
+async def test_without_layers_a_memory_mount_cannot_hold_the_working_folder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # with copy-on-write layers it can (tests/test_command_mounts.py); the fallback binds host
+    # folders only
+    monkeypatch.setattr(_commands, "layers_available", lambda: "no overlays in this test")
     with VirtualFS([Mount("/workspace", memory=True)]) as vfs:
         result = await shell(vfs, "ls")
     assert result.status == "error"
@@ -281,7 +287,7 @@ async def test_require_isolation_lets_commands_run_under_bubblewrap(fs: VirtualF
     require_bubblewrap()
     result = await shell(fs, "echo ran", pol=policy(require_isolation=True))
     assert result.status == "ok"
-    assert result.metadata["process"]["isolation"] == "bubblewrap"
+    assert result.metadata["process"]["isolation"] == "bubblewrap+layers"
 
 
 @pytest.mark.parametrize("network", [False, True])

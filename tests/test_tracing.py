@@ -493,7 +493,7 @@ async def test_a_shell_command_names_the_command_and_its_isolation(
     assert result.status == "ok", result
     values = attrs(only_span(exporter))
     assert values["stockade.command"] == "echo hi"
-    assert values["stockade.isolation"] == "bubblewrap"
+    assert values["stockade.isolation"] == "bubblewrap+layers"
     assert values["stockade.decision.effect"] == "allow"
 
 

@@ -8,6 +8,11 @@ files); ``run_python``'s code is judged as ``python3 -c CODE``. The policy's ``[
 limits; a call may ask for a shorter timeout, never a longer one. Neither tool is read-only, so
 calls of them run one at a time.
 
+Where the machine allows it, the engine gives each run a copy-on-write view of the workspace
+(``staging``, injected by the engine): the command sees what it may read, and what it changes
+reaches the workspace only once the engine has judged each change (see
+`stockade.engine.pipeline._commands`).
+
     toolkit = Toolkit()
     add_shell_tools(toolkit)
     engine = Engine(toolkit, fs=VirtualFS([Mount("/workspace", "project")]))
@@ -27,6 +32,7 @@ from stockade.engine.tools import RegisteredTool, tool
 from stockade.engine.tools.catalog import BASIC, ToolCatalog
 from stockade.policies import ProcessSpec
 from stockade.sandbox import Bubblewrap, Limits, ProcessResult, VirtualFS, run_process_async
+from stockade.sandbox.views import View
 
 # the engine's own cap on a call (a hard stop, beyond the process's timeout from the policy)
 TOOL_TIMEOUT_S = 3600.0
@@ -57,6 +63,7 @@ async def _run(
     process: ProcessSpec,
     bubblewrap: Bubblewrap,
     timeout_s: float | None,
+    staging: View | None,
     stdin: bytes | None = None,
 ) -> ToolOutput:
     """Run under the policy's process settings, boxed as the engine judged the call (the same
@@ -69,6 +76,7 @@ async def _run(
         network=process.network,
         input=stdin,
         bubblewrap=bubblewrap,
+        staging=staging,
     )
     return render(result)
 
@@ -119,17 +127,20 @@ async def run_shell(
     process: Annotated[ProcessSpec, FromContext],
     bubblewrap: Annotated[Bubblewrap, FromContext],
     timeout_s: Annotated[float | None, Field(gt=0)] = None,
+    staging: View | None = None,
 ) -> ToolOutput:
     """Run a bash command line in the workspace sandbox and return its exit code and output.
 
     The command runs in /workspace with the same paths as the file tools; /tmp is private to
-    this run. Files written in /workspace stay; nothing started by the command outlives it.
+    this run. What it changes in /workspace is kept once it ends, change by change as the
+    policy allows (the result lists any change not kept); protected files read as empty.
+    Nothing started by the command outlives it.
 
     Args:
         command: The bash command line, e.g. "pytest -q tests/test_x.py".
         timeout_s: Seconds before the command is killed (at most the policy's limit).
     """
-    return await _run(command, fs, process, bubblewrap, timeout_s)
+    return await _run(command, fs, process, bubblewrap, timeout_s, staging)
 
 
 @tool(command="code", command_prefix=("python3", "-c"), timeout=TOOL_TIMEOUT_S)
@@ -139,6 +150,7 @@ async def run_python(
     process: Annotated[ProcessSpec, FromContext],
     bubblewrap: Annotated[Bubblewrap, FromContext],
     timeout_s: Annotated[float | None, Field(gt=0)] = None,
+    staging: View | None = None,
 ) -> ToolOutput:
     """Run Python code in the workspace sandbox and return what it printed.
 
@@ -151,7 +163,8 @@ async def run_python(
     """
     # the code comes on standard input: an argument could hold at most 128 KiB
     stdin = code.encode("utf-8", "surrogatepass")
-    return await _run([sys.executable, "-I", "-"], fs, process, bubblewrap, timeout_s, stdin)
+    argv = [sys.executable, "-I", "-"]
+    return await _run(argv, fs, process, bubblewrap, timeout_s, staging, stdin)
 
 
 SHELL_TOOLS = (run_shell, run_python)

@@ -128,6 +128,10 @@ def explain(
             "rule": decision.rule,
             "reason": decision.reason,
             "decided_on": {"action": decision.action, "target": decision.target},
+            "asks": [
+                {"rule": a.rule, "reason": a.reason, "action": a.action, "target": a.target}
+                for a in decision.asks
+            ],
             "request": {
                 "subject": request.subject,
                 "tool": request.tool,

@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from stockade.engine.cli.common import (
     MountsOption,
@@ -175,8 +176,15 @@ class _Replay:
     def _answer(self, call: ToolCall, decision: Decision) -> bool:
         if self.approve != "ask":
             return self.approve == "yes"
-        what = _describe(call)
-        self.console.print(f"[bold]{call.name}[/] {what}\n  asks because: {decision.reason}")
+        # escaped: a path or command spelled as markup ("[conceal]") must not hide what is asked
+        self.console.print(f"[bold]{escape(call.name)}[/] {escape(_describe(call))}")
+        if decision.asks:
+            # one line per part that asked: a yes approves every one of them
+            self.console.print(f"  asks about {len(decision.asks)} things, one answer for all:")
+            for part in decision.asks:
+                self.console.print(f"  - {escape(part.brief())}")
+        else:
+            self.console.print(f"  asks because: {escape(decision.reason)}")
         return _confirm("Allow this call?")
 
     def _review(self, fs: VirtualFS) -> None:

@@ -242,7 +242,12 @@ def _describe(call: ToolCall, decision: Decision) -> str:
     )
     if len(arguments) > 500:
         arguments = arguments[:500] + "..."
-    return f"Allow {call.name} {arguments}? The policy asks because: {decision.reason}"
+    question = f"Allow {call.name} {arguments}?"
+    if decision.asks:
+        # one line per part that asked: a yes approves every one of them
+        parts = "\n".join(f"- {part.brief()}" for part in decision.asks)
+        return f"{question} The policy asks about {len(decision.asks)} things:\n{parts}"
+    return f"{question} The policy asks because: {decision.reason}"
 
 
 def _fingerprint(call: ToolCall) -> str:

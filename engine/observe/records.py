@@ -11,7 +11,7 @@ and writes them as they are.
 from __future__ import annotations
 
 from time import time
-from typing import Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from stockade.engine.messages import Status, ToolCall, ToolResult
 from stockade.policies import Decision, Effect, Request
@@ -40,7 +40,8 @@ class IntentRecord(TypedDict):
 
 class OutcomeRecord(TypedDict):
     """How the call ended, how long it took, what was approved and warned, and what it changed
-    (a file's bytes and sha256 before and after; a process's isolation and exit)."""
+    (a file's bytes and sha256 before and after; a process's isolation and exit; each change a
+    command made, and whether it was applied)."""
 
     kind: Literal["outcome"]
     time: float
@@ -63,6 +64,7 @@ class OutcomeRecord(TypedDict):
     killed_reason: NotRequired[str | None]
     warnings: NotRequired[list[str]]
     dangerous_io: NotRequired[bool]
+    changes: NotRequired[list[dict[str, Any]]]
 
 
 def intent_record(call: ToolCall, request: Request, decision: Decision) -> IntentRecord:
@@ -128,4 +130,6 @@ def outcome_record(call: ToolCall, result: ToolResult) -> OutcomeRecord:
         record["warnings"] = [w[:_MAX_TEXT] for w in notes.warnings[:_MAX_ITEMS]]
     if notes.dangerous_io:
         record["dangerous_io"] = True
+    if notes.changes:  # every one, applied or not: what a command did is the point of the log
+        record["changes"] = [change.as_dict() for change in notes.changes]
     return record

@@ -330,6 +330,16 @@ class CallTracer:
             span.add_event("approval", {"answer": notes.approval})
         for warning in notes.warnings:
             span.add_event("warning", {"message": warning})
+        if notes.changes:
+            applied = sum(1 for change in notes.changes if change.applied)
+            span.set_attribute("stockade.changes.applied", applied)
+            span.set_attribute("stockade.changes.refused", len(notes.changes) - applied)
+            for change in notes.changes:
+                if not change.applied:  # what was refused, each named; the audit log has all
+                    span.add_event(
+                        "change refused",
+                        {"path": change.path, "kind": change.kind, "reason": change.reason},
+                    )
 
     @contextlib.contextmanager
     def run(self, name: str, attributes: Mapping[str, Any]) -> Iterator[Span]:

@@ -4,7 +4,7 @@ result), and `CallContext`, every call an engine received and its result.
 Only the names below are public; the step modules (``_validate`` ...) are the engine's own.
 """
 
-from stockade.engine.pipeline._decide import Approver
+from stockade.engine.pipeline._state import Approver
 from stockade.engine.pipeline.engine import Engine
 from stockade.engine.pipeline.history import CallContext
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from stockade.engine.messages import ToolCall
@@ -27,11 +27,19 @@ _MAX_CACHED = 4096
 class Classifier:
     """Builds the `Request` of each call for one engine (its policy and file system)."""
 
-    __slots__ = ("_cache", "_private", "fs", "policy", "trusted")
+    __slots__ = ("_cache", "_private", "fs", "policy", "stages", "trusted")
 
-    def __init__(self, policy: Policy, fs: VirtualFS | None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        fs: VirtualFS | None,
+        stages: Callable[[RegisteredTool], bool] = lambda tool: False,
+    ) -> None:
         self.policy = policy
         self.fs = fs
+        # whether a boxed call of a tool runs on a staged view, its changes judged after: under
+        # a read-only policy they are all discarded, so the call changes nothing
+        self.stages = stages
         self.trusted = policy.trusted_origins
         self._private = _box_private(fs)
         # calls of a tool without paths or a command are all alike for the policy
@@ -81,17 +89,21 @@ class Classifier:
             if spec.command_prefix:
                 command = shlex.join([*spec.command_prefix, command])
             else:
-                # the files its redirections open, resolved like any path argument
+                # the files its redirections open, resolved like any path argument (on a staged
+                # view what they write is judged again after the run, as it was written)
                 for target, opened in self.policy.command_line(command).paths():
                     if not _within(target, private):
                         paths.extend((where, opened) for where in self.where(target, "logical"))
+        read_only = self.read_only(tool) or (
+            self.policy.read_only and isolated and spec.command is not None and self.stages(tool)
+        )
         return Request(
             call.subject,
             tool.name,
             "execute" if spec.command is not None else "call",
             tuple(paths),
             command,
-            self.read_only(tool),
+            read_only,
             spec.dangerous_paths,
             isolated,
             private,

@@ -9,21 +9,15 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from stockade.engine.errors import PermissionDeniedError
 from stockade.engine.injection import ToolContext
-from stockade.engine.messages import ToolCall
 from stockade.engine.pipeline._state import Admitted
 from stockade.engine.tools import RegisteredTool
 from stockade.policies import Decision, Effect, Policy, Request, strictest
 
 log = logging.getLogger("stockade.engine")
-
-Approver = Callable[[ToolCall, Decision], "bool | Awaitable[bool]"]
-"""Answers "ask" decisions: ``approver(call, decision)`` returns (or resolves to) True to allow
-the call. Raising `PermissionDeniedError` refuses it with that message as the reason."""
 
 
 def decide(
@@ -54,13 +48,17 @@ def decide(
             rule,
             f"the permission check returned {type(verdict).__name__}, not a Decision",
         )
+    if verdict is not None and verdict.effect is Effect.ASK and decision.effect is Effect.ASK:
+        # both ask, and one yes would answer both: the question names both
+        return decision.with_asks((verdict,))
     return strictest(decision, verdict)
 
 
-async def ask(admitted: Admitted, policy: Policy, approver: Approver | None) -> None:
-    """Put an "ask" decision to ``approver``; its answer becomes the call's decision (and
-    ``approval`` note). Without an approver the policy says what an unanswered ask becomes."""
-    asked = admitted.decision
+async def ask(admitted: Admitted, policy: Policy) -> None:
+    """Put an "ask" decision to the call's approver; its answer becomes the call's decision
+    (and ``approval`` note). Without an approver the policy says what an unanswered ask
+    becomes."""
+    asked, approver = admitted.decision, admitted.approver
     if approver is None:
         admitted.decision = policy.unanswered(asked)
         # nobody could say yes: a refusal, or in shadow mode a call that runs unasked (either

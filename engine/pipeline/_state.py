@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,10 @@ from stockade.engine.injection import ToolContext
 from stockade.engine.messages import CallNotes, Status, ToolCall
 from stockade.engine.tools import RegisteredTool
 from stockade.policies import Decision, Request
+
+Approver = Callable[[ToolCall, Decision], "bool | Awaitable[bool]"]
+"""Answers "ask" decisions: ``approver(call, decision)`` returns (or resolves to) True to allow
+the call. Raising `PermissionDeniedError` refuses it with that message as the reason."""
 
 
 @dataclass(slots=True)
@@ -24,6 +29,7 @@ class Admitted:
     decision: Decision
     request: Request
     notes: CallNotes | None = None
+    approver: Approver | None = None  # who answers this call's asks (the call's, else the engine's)
 
     def note(self) -> CallNotes:
         """The call's notes, begun on first use (most calls have nothing to note)."""

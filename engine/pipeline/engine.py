@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import math
 import random
-from collections.abc import AsyncGenerator, Awaitable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Coroutine, Iterable, Iterator, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,6 @@ from stockade.engine.errors import (
     CallError,
     EngineClosedError,
     PermissionDeniedError,
-    UnknownCallError,
     UnknownToolError,
 )
 from stockade.engine.injection import SILENT_EMITTER, ContextLevel, ContextLike, Emitter
@@ -35,10 +34,12 @@ from stockade.engine.observe.own_files import engine_policy
 from stockade.engine.pipeline import _results as results
 from stockade.engine.pipeline._attempts import Attempts, Delivery
 from stockade.engine.pipeline._classify import Classifier
-from stockade.engine.pipeline._decide import Approver, ask, decide, warned
+from stockade.engine.pipeline._commands import Commands
+from stockade.engine.pipeline._decide import ask, decide, warned
+from stockade.engine.pipeline._external import ExternalCalls
 from stockade.engine.pipeline._judge import guard_files
 from stockade.engine.pipeline._schedule import Admission, batches
-from stockade.engine.pipeline._state import Admitted, RunFailed
+from stockade.engine.pipeline._state import Admitted, Approver, RunFailed
 from stockade.engine.pipeline._validate import ignored_warning, validate
 from stockade.engine.pipeline.history import CallContext
 from stockade.engine.toolkit import Toolkit
@@ -115,14 +116,15 @@ class Engine:
         self.calls = CallContext(history=history)
         # no audit log, no tracing, no observer: the hot path then only checks this for None
         self._observers = Observers.of(audit, tracer_provider, record_content, observers)
-        self._classifier = Classifier(self.policy, fs)
+        self._commands = Commands(self.policy, fs)
+        self._classifier = Classifier(self.policy, fs, self._commands.stages)
         self._admission = Admission(self.policy)
         self._attempts = Attempts(retry, rng or random.Random(), max_workers)
         self._bubblewrap: Bubblewrap | None = None
         if bubblewrap is not None:
             self._use(bubblewrap)
         self._probing: asyncio.Task[Bubblewrap] | None = None
-        self._waiting_external: dict[str, tuple[Admitted, float]] = {}
+        self._external = ExternalCalls()
         self._submitted: set[asyncio.Task[ToolResult]] = set()
         self._closed = False
 
@@ -151,8 +153,9 @@ class Engine:
                 result = outcome
             else:
                 admitted = outcome
+                admitted.approver = approver or self.approver
                 if admitted.decision.effect is Effect.ASK:
-                    await ask(admitted, self.policy, approver or self.approver)
+                    await ask(admitted, self.policy)
                 result = self._verdict(admitted, started) or await self._execute(admitted, started)
         except asyncio.CancelledError:
             self._finish(call, results.cancelled(call, admitted, started))
@@ -218,8 +221,9 @@ class Engine:
                 outcome = await outcome
             if isinstance(outcome, Admitted):
                 admitted = outcome
+                admitted.approver = approver or self.approver
                 if admitted.decision.effect is Effect.ASK:
-                    await ask(admitted, self.policy, approver or self.approver)
+                    await ask(admitted, self.policy)
                 result = self._verdict(admitted, started)
                 if result is None:
                     chunks = self._chunks(admitted, queue, delivery, started)
@@ -250,7 +254,7 @@ class Engine:
         if tool is None:
             raise UnknownToolError(self.toolkit.unavailable_reason(call.name))
         if tool.spec.command is not None and self._bubblewrap is None:
-            self._use(Bubblewrap.probe())
+            self._use(self._commands.probe_with(Bubblewrap.probe))
         kwargs, ctx, _ = validate(
             tool, call, self._levels(None), SILENT_EMITTER, self.max_argument_bytes
         )
@@ -264,7 +268,8 @@ class Engine:
         if self._probing is None or self._probing.get_loop() is not loop:
             # one probe for the calls that arrive while it runs (an engine used from another
             # event loop later starts its own)
-            self._probing = loop.create_task(asyncio.to_thread(Bubblewrap.probe))
+            probe = self._commands.probe_with
+            self._probing = loop.create_task(asyncio.to_thread(probe, Bubblewrap.probe))
         found = await asyncio.shield(self._probing)
         if self._bubblewrap is None:
             self._use(found)
@@ -274,22 +279,14 @@ class Engine:
         """Complete a pending call of an external tool with what was done outside (content, a
         `ToolOutput`, or an exception for a failure). Returns the final result, which also
         reaches `calls` listeners and `calls.wait`. Raises LookupError for an unknown id."""
-        entry = self._waiting_external.pop(call_id, None)
-        if entry is None:
-            waiting = ", ".join(self._waiting_external) or "(none)"
-            raise UnknownCallError(f"no external call {call_id!r} is pending; pending: {waiting}")
-        admitted, started = entry
-        if isinstance(value, BaseException):
-            result = results.run_failure(admitted, started, RunFailed(value, 1, "error"))
-        else:
-            result = results.success(admitted, started, value, 1, self.max_result_chars)
-        self._finish(admitted.call, result)
+        call, result = self._external.complete(call_id, value, self.max_result_chars)
+        self._finish(call, result)
         return result
 
     @property
     def pending_external(self) -> list[str]:
         """Ids of external calls waiting for `complete`."""
-        return list(self._waiting_external)
+        return self._external.ids()
 
     @contextlib.contextmanager
     def run_span(self, name: str, **attributes: Any) -> Iterator[None]:
@@ -397,7 +394,7 @@ class Engine:
     async def _execute(self, admitted: Admitted, started: float) -> ToolResult:
         tool = admitted.tool
         if tool.mode is Mode.EXTERNAL:
-            return self._pending(admitted, started)
+            return self._external.pending(admitted, started)
         timeout = tool.spec.timeout or self.default_timeout
         admission = self._admission
         if admission.has_limits:
@@ -412,7 +409,7 @@ class Engine:
             waited = admission.waited(tool, admitted.call.subject)
             return results.timed_out(admitted, started, 0, timeout, waited=waited)
         try:
-            value, attempts = await self._attempts.run(admitted, timeout)
+            value, attempts = await self._run(admitted, timeout)
         except RunFailed as failed:
             return results.run_failure(admitted, started, failed)
         finally:
@@ -429,7 +426,7 @@ class Engine:
         """Steps 5-7 for a streamed call: chunks as they come, then one chunk with the result."""
         call, tool = admitted.call, admitted.tool
         if tool.mode is Mode.EXTERNAL:
-            yield ToolChunk(call.id, tool.name, [], True, self._pending(admitted, started))
+            yield ToolChunk(call.id, tool.name, [], True, self._external.pending(admitted, started))
             return
         admission = self._admission
         exclusive, gates = admission.slot(tool, call.subject)
@@ -440,7 +437,7 @@ class Engine:
             yield ToolChunk(call.id, tool.name, [], True, result)
             return
         loop = asyncio.get_running_loop()
-        producer = loop.create_task(self._attempts.run(admitted, timeout, delivery))
+        producer = loop.create_task(self._run(admitted, timeout, delivery))
         getter: asyncio.Task[list[Block]] | None = None
         try:
             while True:
@@ -462,10 +459,15 @@ class Engine:
         result = results.produced(admitted, started, producer, self.max_result_chars)
         yield ToolChunk(call.id, tool.name, [], True, result)
 
-    def _pending(self, admitted: Admitted, started: float) -> ToolResult:
-        """An external tool's call: admitted, then left for someone outside to complete."""
-        self._waiting_external[admitted.call.id] = (admitted, started)
-        return results.pending(admitted, started)
+    def _run(
+        self, admitted: Admitted, timeout: float, delivery: Delivery | None = None
+    ) -> Coroutine[Any, Any, tuple[Any, int]]:
+        """Step 6: the attempts; a boxed command's on a staged view, its changes settled after."""
+        attempt = self._attempts.run(admitted, timeout, delivery)
+        boxed = self._bubblewrap is not None and self._bubblewrap.available
+        if admitted.tool.spec.command is None or not boxed:
+            return attempt
+        return self._commands.run(admitted, attempt)
 
     # -- step 8: record ------------------------------------------------------------------------
 
