@@ -224,7 +224,8 @@ class HostBackend:
         """The first half of a write done in two (`stockade.sandbox.vfs.WriteBatch`): the
         content is written beside the target under a name of our own, judged and not yet in
         place, and not flushed. Returns the second half: ``finish(True)`` renames it into place
-        (judging the target again, where it is then), ``finish(False)`` removes it."""
+        (judging the target again, where it is then), ``finish(False)`` removes it; a refused or
+        failed ``finish(True)`` removes it too."""
         dir_fd, _, where, temp = self._write_aside(
             parts, data, check, mode, follow_last, flush=False
         )
@@ -233,13 +234,19 @@ class HostBackend:
         def finish(place: bool) -> None:
             dir_fd, name, now = self.root.parent(where, follow_last=False)
             try:
-                if not place:
-                    with contextlib.suppress(OSError):
-                        os.unlink(temp, dir_fd=dir_fd)
-                    return
-                if check is not None:
-                    check(self.name(now), "write")
-                self._rename_into_place(dir_fd, temp, name, parts)
+                if place:
+                    try:
+                        if check is not None:
+                            check(self.name(now), "write")
+                        self._rename_into_place(dir_fd, temp, name, parts)
+                        return
+                    except BaseException:
+                        # refused or failed: the new content must not stay behind either
+                        with contextlib.suppress(OSError):
+                            os.unlink(temp, dir_fd=dir_fd)
+                        raise
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=dir_fd)
             finally:
                 os.close(dir_fd)
 

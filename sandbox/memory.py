@@ -122,7 +122,7 @@ class MemoryBackend:
         follow_last: bool = True,  # a memory mount holds no links: nothing to follow
     ) -> None:
         """Replace (or create) a file, creating missing folders on the way (with ``mode``:
-        those permission bits)."""
+        those permission bits; else a replaced file keeps its own, a new one gets 0o644)."""
         if not parts:
             raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
         with self._lock:
@@ -134,10 +134,12 @@ class MemoryBackend:
                 raise IsADirectoryError_(
                     f"{self.name(parts)} is a folder; cannot write a file over it", self.name(parts)
                 )
+            new = not self._os.path.exists(path)
             with self._open(path, "wb") as handle:
                 handle.write(data)
-            if mode is not None:
-                self._os.chmod(path, mode)
+            if mode is not None or new:
+                # a new file gets 0o644 whatever the umask was when the mount was made
+                self._os.chmod(path, 0o644 if mode is None else mode)
 
     def chmod(self, parts: list[str], mode: int, check: Check | None = None) -> None:
         """Set the permission bits of a file or folder."""

@@ -149,7 +149,7 @@ class OverlayBackend:
             if check is not None:
                 check(self.name(key), "read")
             if key in self._files:
-                mode = self._modes.get(key, 0o644)
+                mode = self._staged_mode(key)
                 return FileInfo(self.name(key), "file", len(self._files[key]), time.time(), mode)
             kind = self._kind(key)
             if kind is None:
@@ -168,6 +168,17 @@ class OverlayBackend:
                 return self.host.lstat(parts, check)
             except NotFoundError:
                 return self.stat(parts, check)
+
+    def _staged_mode(self, key: Key) -> int:
+        """The bits a staged file will have once committed: those staged, else those of the
+        host file it replaces (a commit keeps them), else 0o644."""
+        if key in self._modes:
+            return self._modes[key]
+        with contextlib.suppress(SandboxError):
+            info = None if self._hidden(key) else self.host.lstat(list(key))
+            if info is not None and info.kind == "file":
+                return info.mode
+        return 0o644
 
     def _on_host(self, key: Key) -> bool:
         if self._hidden(key):
@@ -211,11 +222,13 @@ class OverlayBackend:
         if not parts:
             raise IsADirectoryError_(f"{self.prefix} is a folder, not a file", self.prefix)
         with self._lock:
-            if check is not None:  # before any folder is staged for it
-                check(self.name(self._key(parts)), "write")
-            self.mkdir(parts[:-1])
+            # without follow_last a final link is replaced, never followed (wherever it leads)
             key = self._key(parts) if follow_last else (*self._key(parts[:-1]), parts[-1])
-            if self._kind(key) == "dir":
+            if check is not None:  # before any folder is staged for it
+                check(self.name(key), "write")
+            self.mkdir(parts[:-1])
+            replaces_link = not follow_last and self._is_host_link(key)
+            if not replaces_link and self._kind(key) == "dir":
                 raise IsADirectoryError_(
                     f"{self.name(key)} is a folder; cannot write a file over it", self.name(key)
                 )
@@ -230,7 +243,10 @@ class OverlayBackend:
             if check is not None:
                 check(self.name(key), "write")
             if key not in self._files:
-                if self._kind(key) != "file":
+                kind = self._kind(key)
+                if kind is None:
+                    raise NotFoundError(f"{self.name(key)} does not exist", self.name(key))
+                if kind != "file":
                     raise SandboxError(
                         f"{self.name(key)} is not a file: an overlay mount stages the modes of "
                         "files only",

@@ -282,6 +282,7 @@ class VirtualFS:
         its permission bits (else it keeps the replaced file's; a new file gets 0o644). A final
         symlink is written through, to its target (judged there), unless ``replace_link``:
         then the link itself is replaced by the file."""
+        _check_mode(path, mode)
         _, backend, parts, logical = self._writable(path)
         self._charge(len(data), logical)
         try:
@@ -302,8 +303,10 @@ class VirtualFS:
         not flushed. Call `sync` once for all of them, then each returned ``finish(True)`` to
         rename the file into place (judged again, where it then lands), or ``finish(False)`` to
         drop it. A crash before a file's finish leaves it as it was, with a
-        ``.stockade-*.tmp`` beside it. On a mount not on the host the write happens at once and
+        ``.stockade-*.tmp`` beside it. A refused or failed ``finish(True)`` drops the file, and
+        a second finish does nothing. On a mount not on the host the write happens at once and
         ``finish`` does nothing. Options as for `write_bytes`."""
+        _check_mode(path, mode)
         _, backend, parts, logical = self._writable(path)
         self._charge(len(data), logical)
         follow_last = not replace_link
@@ -322,7 +325,12 @@ class VirtualFS:
             self._shared.refund(len(data))
             raise
 
+        done = [False]
+
         def finish_locked(place: bool) -> None:
+            if done[0]:
+                return  # finished already (a refused finish(True) dropped the file)
+            done[0] = True
             with self._shared.locked(logical):
                 try:
                     finish(place)
@@ -354,8 +362,7 @@ class VirtualFS:
     @names_the_path
     def chmod(self, path: str, mode: int) -> None:
         """Set the permission bits of a file or folder (through a link: of its target)."""
-        if not 0 <= mode <= 0o7777:
-            raise SandboxError(f"mode {mode:#o} for {path} is not a file mode (0 to 0o7777)", path)
+        _check_mode(path, mode)
         _, backend, parts, logical = self._writable(path)
         with self._shared.locked(logical):
             backend.chmod(parts, mode, self._check)
@@ -469,6 +476,11 @@ class VirtualFS:
     def written(self) -> int:
         """Bytes written through this file system so far (counted against the quota)."""
         return self._shared.written
+
+
+def _check_mode(path: str, mode: int | None) -> None:
+    if mode is not None and not 0 <= mode <= 0o7777:
+        raise SandboxError(f"mode {mode:#o} for {path} is not a file mode (0 to 0o7777)", path)
 
 
 def _done(place: bool) -> None:

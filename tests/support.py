@@ -84,6 +84,22 @@ def require_bubblewrap() -> None:
     pytest.skip(message)
 
 
+def require_layers() -> None:
+    """For a test that needs commands on copy-on-write layers (bubblewrap, and overlayfs in a
+    user namespace): a failure in CI, a skip saying why elsewhere."""
+    import pytest
+
+    from stockade.sandbox.layers import layers_available
+
+    require_bubblewrap()
+    problem = layers_available()
+    if problem is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"{problem}; CI must run the copy-on-write tests")
+    pytest.skip(problem)
+
+
 def bin_without_bubblewrap(folder: Path) -> Path:
     """A folder for PATH that holds prlimit and no bwrap: a machine without bubblewrap (nothing
     is faked: Stockade looks bwrap up on PATH as on any machine, when it probes)."""

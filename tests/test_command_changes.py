@@ -18,25 +18,19 @@ from typing import Any
 
 import psutil
 import pytest
-from support import require_bubblewrap, snapshot, stray_temp_files
+from support import require_layers, snapshot, stray_temp_files
 
 from stockade import Engine, Policy, ToolCall, Toolkit
 from stockade.engine import AuditLog, add_shell_tools, read_audit, verify_audit
 from stockade.policies import Decision
 from stockade.sandbox import Mount, VirtualFS
-from stockade.sandbox.layers import layers_available
 
 ALLOW = Policy.from_dict({"default": "allow", "process": {"require_isolation": True}})
 
 
 @pytest.fixture(autouse=True)
 def _needs_layers() -> None:
-    require_bubblewrap()
-    problem = layers_available()
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{problem}; CI must run the copy-on-write tests")
-        pytest.skip(problem)
+    require_layers()
 
 
 @pytest.fixture

@@ -13,20 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import require_bubblewrap, snapshot
+from support import require_layers, snapshot
 
 from stockade.sandbox import Bubblewrap, Mount, VirtualFS, run_process
-from stockade.sandbox.layers import StagedChange, Staging, layers_available
+from stockade.sandbox.layers import StagedChange, Staging
 
 
 @pytest.fixture(autouse=True)
 def _needs_layers() -> None:
-    require_bubblewrap()
-    problem = layers_available()
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{problem}; CI must run the copy-on-write tests")
-        pytest.skip(problem)
+    require_layers()
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ masked: a file reads as empty, a folder as empty, without looking inside. A file
 masked one under another name (the same inode, found in the same walk) is masked too.
 
 Walking a large workspace and judging every path on every command would cost more than most
-commands, so each folder's listing is kept with the folder's modification time, and with it the
-verdicts for each kind of call (subject, tool, read-only claim, dangerous paths): the next
+commands, so each folder's listing is kept with the folder's modification and change times, and
+with it the verdicts for each kind of call (subject, tool, read-only claim, dangerous paths): the next
 command stats each folder once and lists and judges again only the folders that changed. As
 in git's index, a listing made while its folder's time is still close to the clock is not
 trusted the next time: an entry added within the same clock tick would not change the time.
@@ -42,11 +42,12 @@ class TooManyEntriesError(StockadeError):
 
 @dataclass(slots=True)
 class _Listing:
-    mtime_ns: int
+    stamp: tuple[int, int]  # the folder's (mtime, ctime): a command can set the one, not the other
     trusted: bool  # not racy: the next command may reuse it if the time is unchanged
     entries: list[tuple[str, bool, int]]  # (name, is a folder, inode), links left out
-    verdicts: dict[_Key, tuple[list[str], list[str]]] = field(default_factory=dict)
-    # per kind of call: (names masked, folders to walk into)
+    verdicts: dict[tuple[_Key, str], tuple[list[str], list[str]]] = field(default_factory=dict)
+    # per kind of call and logical path the folder is seen at (a folder may be mounted twice):
+    # (names masked, folders to walk into)
 
 
 class ReadMasks:
@@ -135,7 +136,7 @@ class ReadMasks:
     def _verdicts(
         self, listing: _Listing, key: _Key, request: Request, logical: str, access: Access
     ) -> tuple[list[str], list[str]]:
-        known = listing.verdicts.get(key)
+        known = listing.verdicts.get((key, logical))
         if known is not None:
             return known
         decide = self.policy.decide_path
@@ -146,17 +147,20 @@ class ReadMasks:
                 masked.append(name)
             elif is_dir:
                 walk.append(name)
-        listing.verdicts[key] = (masked, walk)
+        listing.verdicts[key, logical] = (masked, walk)
         return masked, walk
 
     def _listing(self, host: str) -> _Listing | None:
         try:
-            mtime = os.stat(host).st_mtime_ns
+            info = os.stat(host)
         except OSError:
             self._listings.pop(host, None)
             return None
+        # the change time too: a command can put a folder's modification time back (touch -r)
+        # after adding to it, but setting a time moves the change time, which nothing can set
+        stamp = (info.st_mtime_ns, info.st_ctime_ns)
         known = self._listings.get(host)
-        if known is not None and known.trusted and known.mtime_ns == mtime:
+        if known is not None and known.trusted and known.stamp == stamp:
             return known
         listed_at = time.time_ns()
         try:
@@ -168,7 +172,8 @@ class ReadMasks:
                 )
         except OSError:
             return None
-        listing = self._listings[host] = _Listing(mtime, listed_at - mtime > _RACY_NS, entries)
+        racy = listed_at - max(stamp) <= _RACY_NS
+        listing = self._listings[host] = _Listing(stamp, not racy, entries)
         return listing
 
 
