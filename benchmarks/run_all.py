@@ -1,19 +1,19 @@
 """The benchmark suite in one command: Stockade's headline figures and its peers side by side,
 from one run, in one table.
 
-    python benchmarks/run_all.py            # about a minute
-    python benchmarks/run_all.py --quick    # a smoke run (numbers are rough), about 15 seconds
+    python benchmarks/run_all.py            # about a minute and a half
+    python benchmarks/run_all.py --quick    # a smoke run (numbers are rough), about 25 seconds
     python benchmarks/run_all.py --json     # the rows, machine-readable
 
     pip install -e '.[bench]'               # adds the peers: AgentScope, toolwarden, tollgate
 
 It runs the measurements of the other scripts in this folder one after another in this process
-(bench_engine, bench_observability, bench_policy, bench_vfs, bench_process, bench_import,
-bench_peers), saying on stderr which part is being measured, and prints one row per figure: its
-value, the baseline it is compared with (measured in the same run, by the same script), the
-ratio of the two, and the target where there is one. How each figure is taken is in the
-docstring of its script. A call measured by two parts (``Engine.call`` is) differs between
-them by noise and by what it alternates with: compare figures within a part.
+(bench_engine, bench_observability, bench_policy, bench_vfs, bench_process, bench_layers,
+bench_import, bench_peers), saying on stderr which part is being measured, and prints one row
+per figure: its value, the baseline it is compared with (measured in the same run, by the same
+script), the ratio of the two, and the target where there is one. How each figure is taken is
+in the docstring of its script. A call measured by two parts (``Engine.call`` is) differs
+between them by noise and by what it alternates with: compare figures within a part.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 
 import bench_engine
 import bench_import
+import bench_layers
 import bench_observability
 import bench_peers
 import bench_policy
@@ -197,6 +198,15 @@ def process(quick: bool) -> Rows:
     return rows
 
 
+def layers(quick: bool) -> Rows:
+    # where bubblewrap or the layers are missing, a figure's value is None and its note says why
+    return [
+        row("layers", r["measure"], r["value"], r["unit"], r["baseline"], r["baseline_value"],
+            r["ratio"], r["target"], r["meets_target"], r["note"])
+        for r in bench_layers.run(quick)
+    ]  # fmt: skip
+
+
 # Stockade's µs-scale figures go first, on a small heap. The peers go last: importing them
 # (AgentScope brings openai, anthropic, mcp ...) multiplies the objects every full garbage
 # collection walks, which would weigh on the figures measured after it; within their own part
@@ -207,6 +217,7 @@ PARTS: list[tuple[str, Callable[[bool], Rows]]] = [
     ("policy decisions at 10 and 10,000 rules (bench_policy)", policy),
     ("VFS reads, writes and listing (bench_vfs)", vfs),
     ("process start and kill, with and without bubblewrap (bench_process)", process),
+    ("commands on copy-on-write layers and their read masks (bench_layers)", layers),
     ("library import and the command's start (bench_import)", startup),
     ("the same call through Stockade and its peers (bench_peers)", peers),
 ]
@@ -264,6 +275,7 @@ def notes() -> list[str]:
     peers = [name for name in bench_peers.PINNED if bench_peers.installed(name)]
     return [
         "bubblewrap" if isolation_available() else "NO bubblewrap: limits only",
+        *bench_layers.notes(),
         "openat2" if openat2_available() else "descriptor walk",
         f"peers: {', '.join(peers)}" if peers else "peers not installed",
     ]

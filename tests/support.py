@@ -8,6 +8,8 @@ import hashlib
 import os
 import shutil
 import stat
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -109,3 +111,19 @@ def bin_without_bubblewrap(folder: Path) -> Path:
     if prlimit and not (bin_dir / "prlimit").exists():
         (bin_dir / "prlimit").symlink_to(prlimit)
     return bin_dir
+
+
+def stockade_cli(
+    *args: str, cwd: Path, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``stockade`` command as a user would, answers piped on stdin."""
+    script = Path(sys.executable).parent / "stockade"
+    return subprocess.run(
+        [str(script) if script.exists() else str(shutil.which("stockade")), *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )

@@ -11,10 +11,6 @@ a git hook on the same line.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import Client
 from pydantic import BaseModel
+from support import stockade_cli
 
 from stockade.engine import Engine, ToolBase, ToolCall, ToolContext, Toolkit, tool
 from stockade.engine.builtin.files import add_file_tools
@@ -332,19 +329,6 @@ def test_every_asking_path_appears_in_the_asks(
 # -- the people who answer: stockade run, and an MCP client -----------------------------------
 
 
-def stockade(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    script = Path(sys.executable).parent / "stockade"
-    return subprocess.run(
-        [str(script) if script.exists() else str(shutil.which("stockade")), *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=120,
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-
-
 @pytest.fixture
 def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "state-home"
@@ -365,7 +349,7 @@ def test_stockade_run_shows_every_ask_on_the_prompt(
     ]
     transcript = tmp_path / "calls.jsonl"
     transcript.write_text("".join(json.dumps(c) + "\n" for c in calls))
-    done = stockade("run", str(transcript), "--workspace", str(project), cwd=tmp_path,
+    done = stockade_cli("run", str(transcript), "--workspace", str(project), cwd=tmp_path,
                     stdin="n\nn\n")  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.count("Allow this call?") == 2

@@ -12,6 +12,7 @@ from typing import Any
 from support import require_bubblewrap
 
 from stockade.sandbox import isolation_available
+from stockade.sandbox.layers import layers_available
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,6 +80,35 @@ def test_process_benchmark_quick_run_reports_start_and_kill_figures() -> None:
     assert all(r["leftovers"] == 0 for r in hung)
 
 
+LAYERED = [
+    "start to exit of true: on copy-on-write layers",
+    "1,000 files of 4 KiB: Engine.call, applied",
+]
+MASKS = ["read masks, 10,000 files: cold", "read masks, 10,000 files: warm"]
+
+
+def layers_here() -> bool:
+    return isolation_available() and layers_available() is None
+
+
+def test_layers_benchmark_quick_run_reports_each_figure_or_why_it_cannot_be_taken() -> None:
+    rows = {r["measure"]: r for r in quick_json("bench_layers.py")}
+    assert list(rows) == LAYERED + MASKS
+    # the masks need neither bubblewrap nor overlays; the two command figures need both, and
+    # where they are missing the row says so instead of a number
+    available = layers_here()
+    for measure in LAYERED + MASKS if available else MASKS:
+        r = rows[measure]
+        assert r["value"] > 0, r
+        assert r["baseline_value"] > 0, r  # measured in the same run
+        assert r["ratio"] > 0, r
+        assert isinstance(r["meets_target"], bool), r
+    if not available:
+        for measure in LAYERED:
+            assert rows[measure]["value"] is None, rows[measure]
+            assert rows[measure]["note"].startswith("cannot be taken here: "), rows[measure]
+
+
 def test_observability_benchmark_quick_run_reports_the_four_ways_and_a_verified_log() -> None:
     rows = {r["measure"]: r for r in quick_json("bench_observability.py")}
     assert list(rows) == [
@@ -134,8 +164,8 @@ def test_run_all_quick_run_prints_every_figure_in_one_table_with_progress() -> N
     )
     assert done.returncode == 0, done.stderr
     # progress goes to stderr, part by part, so that the JSON on stdout stays parseable
-    assert "[1/7]" in done.stderr
-    assert "[7/7]" in done.stderr
+    assert "[1/8]" in done.stderr
+    assert "[8/8]" in done.stderr
     rows = {r["measure"]: r for r in json.loads(done.stdout)}
     stockade = [
         "Stockade Engine.call",
@@ -159,7 +189,12 @@ def test_run_all_quick_run_prints_every_figure_in_one_table_with_progress() -> N
         "hung tree of 3: gone after deadline (none)",
         "import stockade.engine",
         "stockade version",
+        *MASKS,
     ]
+    if layers_here():
+        stockade += LAYERED
+    else:
+        assert all(rows[m]["note"].startswith("cannot be taken here: ") for m in LAYERED)
     if isolation_available():
         stockade += [
             "start to exit of true: run_process, bubblewrap",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 from support import require_bubblewrap
+from support import stockade_cli as stockade
 
 from stockade.engine import verify_audit
 from stockade.engine.cli.common import default_state
@@ -29,19 +29,6 @@ CALLS = [
     {"name": "read_text_file", "arguments": {"path": "notes.txt"}},
     {"name": "write_file", "arguments": {"path": ".env", "content": "KEY=1"}},
 ]
-
-
-def stockade(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    script = Path(sys.executable).parent / "stockade"
-    return subprocess.run(
-        [str(script) if script.exists() else str(shutil.which("stockade")), *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=120,
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
 @pytest.fixture(autouse=True)

@@ -12,14 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import pytest
-from support import require_layers
+from support import require_layers, stockade_cli
 
 from stockade.engine import (
     Engine,
@@ -157,14 +154,10 @@ def test_stockade_run_overlay_replays_commands_into_the_diff(tmp_path: Path) -> 
     ]
     transcript = tmp_path / "calls.jsonl"
     transcript.write_text("".join(json.dumps(c) + "\n" for c in calls))
-    script = Path(sys.executable).parent / "stockade"
-    args = [str(script) if script.exists() else str(shutil.which("stockade")), "run"]
-    args += [str(transcript), "--workspace", str(ws), "--overlay", "--json"]
+    args = [str(transcript), "--workspace", str(ws), "--overlay", "--json"]
     args += ["--preset", "permissive"]
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
-    refused = subprocess.run(
-        args, capture_output=True, text=True, input="n\n", cwd=tmp_path, env=env, timeout=120
-    )
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    refused = stockade_cli("run", *args, cwd=tmp_path, stdin="n\n", env=env)
     assert refused.returncode == 0, refused.stdout + refused.stderr
     report = json.loads(refused.stdout)
     assert [r["status"] for r in report["results"]] == ["ok", "ok"]
@@ -180,9 +173,7 @@ def test_stockade_run_overlay_replays_commands_into_the_diff(tmp_path: Path) -> 
         "applied": False,
     }
     assert sorted(os.listdir(ws)) == ["a.txt"]  # untouched until confirmed
-    confirmed = subprocess.run(
-        args, capture_output=True, text=True, input="y\n", cwd=tmp_path, env=env, timeout=120
-    )
+    confirmed = stockade_cli("run", *args, cwd=tmp_path, stdin="y\n", env=env)
     assert json.loads(confirmed.stdout)["overlay"]["applied"] is True
     assert (ws / "copy.txt").read_text() == "hello\n"
     assert not (ws / "a.txt").exists()

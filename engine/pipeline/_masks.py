@@ -8,11 +8,12 @@ masked: a file reads as empty, a folder as empty, without looking inside. A file
 masked one under another name (the same inode, found in the same walk) is masked too.
 
 Walking a large workspace and judging every path on every command would cost more than most
-commands, so each folder's listing is kept with the folder's modification and change times, and
-with it the verdicts for each kind of call (subject, tool, read-only claim, dangerous paths): the next
-command stats each folder once and lists and judges again only the folders that changed. As
-in git's index, a listing made while its folder's time is still close to the clock is not
-trusted the next time: an entry added within the same clock tick would not change the time.
+commands, so each folder's listing is kept with the folder's modification and change times,
+and with it the verdicts for each kind of call (subject, tool, read-only claim, dangerous
+paths): the next command stats each folder once and lists and judges again only the folders
+that changed. As in git's index, a listing made while its folder's time is still close to the
+clock is not trusted the next time: an entry added within the same clock tick would not change
+the time.
 Hand-written rather than a file-watching library: a watcher would need a thread per engine and
 would still have to be checked against the disk before each command, which is all this does.
 """
