@@ -32,6 +32,7 @@ from stockade.sandbox.errors import (
 from stockade.sandbox.guard import Check
 from stockade.sandbox.hostroot import HostRoot
 from stockade.sandbox.mounts import FileInfo, Kind
+from stockade.sandbox.new_file import new_file
 
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK  # non-blocking: opening a FIFO must not hang
 
@@ -215,7 +216,7 @@ class HostBackend:
     def write_aside(
         self,
         parts: list[str],
-        data: bytes,
+        data: bytes | Path,
         check: Check | None = None,
         *,
         mode: int | None = None,
@@ -266,7 +267,7 @@ class HostBackend:
     def _write_aside(
         self,
         parts: list[str],
-        data: bytes,
+        data: bytes | Path,
         check: Check | None,
         mode: int | None,
         follow_last: bool,
@@ -304,43 +305,11 @@ class HostBackend:
                     )
                 if mode is None:
                     mode = stat.S_IMODE(current.st_mode) if stat.S_ISREG(current.st_mode) else 0o644
-            temp = self._new_file(dir_fd, data, mode, parts, flush=flush)
+            temp = new_file(dir_fd, data, mode, self.name(parts), flush=flush)
         except BaseException:
             os.close(dir_fd)
             raise
         return dir_fd, name, where, temp
-
-    def _new_file(
-        self, dir_fd: int, data: bytes, mode: int, parts: list[str], *, flush: bool
-    ) -> str:
-        # a short name of our own: the target's name may already be at the length limit
-        temp = f".stockade-{os.urandom(8).hex()}.tmp"
-        try:
-            fd = os.open(
-                temp,
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                mode,
-                dir_fd=dir_fd,
-            )
-        except OSError as exc:
-            raise from_os_error(exc, self.name(parts)) from None
-        try:
-            try:
-                os.fchmod(fd, mode)  # exactly these bits: the umask must not change them
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                if flush:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-        except BaseException as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(temp, dir_fd=dir_fd)
-            if isinstance(exc, OSError):
-                raise from_os_error(exc, self.name(parts)) from None
-            raise
-        return temp
 
     def _rename_into_place(self, dir_fd: int, temp: str, name: str, parts: list[str]) -> None:
         try:

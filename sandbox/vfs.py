@@ -23,6 +23,7 @@ delete about the name it removes and a move about its source (``delete``) and de
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -296,25 +297,29 @@ class VirtualFS:
 
     @names_the_path
     def write_aside(
-        self, path: str, data: bytes, *, mode: int | None = None, replace_link: bool = False
+        self, path: str, data: bytes | Path, *, mode: int | None = None, replace_link: bool = False
     ) -> Callable[[bool], None]:
         """The first half of a write done in two, for many files applied together: ``data``
-        is written beside ``path`` under a name of Stockade's own, judged, not yet in place and
+        (bytes, or a file of Stockade's own, hard-linked where it can be: `new_file`) is
+        written beside ``path`` under a name of Stockade's own, judged, not yet in place and
         not flushed. Call `sync` once for all of them, then each returned ``finish(True)`` to
-        rename the file into place (judged again, where it then lands), or ``finish(False)`` to
-        drop it. A crash before a file's finish leaves it as it was, with a
-        ``.stockade-*.tmp`` beside it. A refused or failed ``finish(True)`` drops the file, and
-        a second finish does nothing. On a mount not on the host the write happens at once and
-        ``finish`` does nothing. Options as for `write_bytes`."""
+        rename it into place (judged again, where it then lands), or ``finish(False)`` to drop
+        it; a refused or failed ``finish(True)`` drops it too, a second finish does nothing. A
+        crash before a file's finish leaves the target as it was, with a ``.stockade-*.tmp``
+        beside it. On a mount not on the host the write happens at once and ``finish`` does
+        nothing. Options as for `write_bytes`."""
         _check_mode(path, mode)
         _, backend, parts, logical = self._writable(path)
-        self._charge(len(data), logical)
+        if isinstance(data, Path) and not isinstance(backend, HostBackend):
+            data = data.read_bytes()
+        size = len(data) if isinstance(data, bytes) else os.stat(data).st_size
+        self._charge(size, logical)
         follow_last = not replace_link
         try:
             with self._shared.locked(logical):
                 if isinstance(backend, HostBackend):
                     finish = backend.write_aside(
-                        parts, bytes(data), self._check, mode=mode, follow_last=follow_last
+                        parts, data, self._check, mode=mode, follow_last=follow_last
                     )
                 else:
                     backend.write_bytes(
@@ -322,7 +327,7 @@ class VirtualFS:
                     )
                     return _done
         except BaseException:
-            self._shared.refund(len(data))
+            self._shared.refund(size)
             raise
 
         done = [False]
@@ -335,10 +340,10 @@ class VirtualFS:
                 try:
                     finish(place)
                 except BaseException:
-                    self._shared.refund(len(data))
+                    self._shared.refund(size)
                     raise
             if not place:
-                self._shared.refund(len(data))
+                self._shared.refund(size)
 
         return finish_locked
 

@@ -102,7 +102,9 @@ def test_layers_benchmark_quick_run_reports_each_figure_or_why_it_cannot_be_take
         assert r["value"] > 0, r
         assert r["baseline_value"] > 0, r  # measured in the same run
         assert r["ratio"] > 0, r
-        assert isinstance(r["meets_target"], bool), r
+        # every figure is held to its target but the first command's masks (its floor is the
+        # walk of the tree itself, which takes more than the target)
+        assert isinstance(r["meets_target"], bool) == (r["target"] != "-"), r
     if not available:
         for measure in LAYERED:
             assert rows[measure]["value"] is None, rows[measure]

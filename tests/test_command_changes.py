@@ -12,7 +12,9 @@ the result, the audit outcome and the span.
 from __future__ import annotations
 
 import asyncio
+import glob
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -251,3 +253,19 @@ async def test_a_read_only_mount_is_masked_too(tmp_path: Path, ws: Path) -> None
             )
     assert "the brief" in result.text
     assert "sk-inbox" not in result.text
+
+
+async def test_a_commands_files_land_with_one_name_each_and_no_staging_left(ws: Path) -> None:
+    # the layer's files are hard-linked into place (not copied twice), then the layer goes:
+    # what lands is an ordinary file with one name; two names the command gave one file land
+    # as two files, since linking them would tie the workspace's files together
+    left_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "stockade-layers-*")))
+    result = await run(ws, "seq 1 1000 > big.txt; echo x > a.txt; ln a.txt b.txt")
+    assert result.status == "ok", result.text
+    assert (ws / "big.txt").read_text().splitlines()[-1] == "1000"
+    for name in ("big.txt", "a.txt", "b.txt"):
+        assert os.stat(ws / name).st_nlink == 1, name
+    (ws / "a.txt").write_text("changed\n")
+    assert (ws / "b.txt").read_text() == "x\n"
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "stockade-layers-*"))) <= left_before
+    assert not [name for name in os.listdir(ws) if name.startswith(".stockade-")]

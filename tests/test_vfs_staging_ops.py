@@ -752,3 +752,32 @@ def test_a_guarded_link_is_judged_as_a_write_of_its_own_name(host: World) -> Non
         view.symlink("refused", "target.txt")
     assert asked == [("/workspace/allowed", "write"), ("/workspace/refused", "write")]
     assert sorted(os.listdir(host.root)) == ["allowed", "target.txt"]
+
+
+def test_write_aside_of_a_file_of_our_own_links_it_on_a_host_mount_and_copies_elsewhere(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "layer-file"
+    source.write_bytes(b"from the layer")
+    for kind in ("host", "memory", "overlay"):
+        (tmp_path / kind).mkdir()
+        made = make_world(kind, tmp_path / kind)
+        with made.fs:
+            finish = made.fs.write_aside("landed.txt", source, mode=0o640)
+            made.fs.sync()
+            finish(True)
+            assert made.fs.read_bytes("/workspace/landed.txt") == b"from the layer"
+            assert made.fs.stat("/workspace/landed.txt").mode == 0o640
+            if kind == "host":  # the same file, not a copy: linked, then renamed into place
+                assert os.stat(made.root / "landed.txt").st_ino == os.stat(source).st_ino
+    source.unlink()
+    assert os.stat(tmp_path / "host" / "ws" / "landed.txt").st_nlink == 1
+
+
+def test_write_aside_copies_a_file_that_has_another_name(host: World, tmp_path: Path) -> None:
+    source = tmp_path / "layer-file"
+    source.write_bytes(b"twice named")
+    os.link(source, tmp_path / "other-name")
+    host.fs.write_aside("copied.txt", source)(True)
+    assert (host.root / "copied.txt").read_bytes() == b"twice named"
+    assert os.stat(host.root / "copied.txt").st_ino != os.stat(source).st_ino

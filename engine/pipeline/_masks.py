@@ -46,9 +46,19 @@ class _Listing:
     stamp: tuple[int, int]  # the folder's (mtime, ctime): a command can set the one, not the other
     trusted: bool  # not racy: the next command may reuse it if the time is unchanged
     entries: list[tuple[str, bool, int]]  # (name, is a folder, inode), links left out
+    by_inode: dict[int, list[str]] | None = None  # the files' names by inode, when asked for
     verdicts: dict[tuple[_Key, str], tuple[list[str], list[str]]] = field(default_factory=dict)
     # per kind of call and logical path the folder is seen at (a folder may be mounted twice):
     # (names masked, folders to walk into)
+
+    def files(self) -> dict[int, list[str]]:
+        """The names of the folder's files (not folders), by inode (made once per listing)."""
+        if self.by_inode is None:
+            self.by_inode = {}
+            for name, is_dir, inode in self.entries:
+                if not is_dir:
+                    self.by_inode.setdefault(inode, []).append(name)
+        return self.by_inode
 
 
 class ReadMasks:
@@ -80,7 +90,7 @@ class ReadMasks:
             access,
         )
         found: list[str] = []
-        inodes: dict[int, list[str]] = {}  # inode -> the logical paths that name it
+        seen: list[tuple[_Listing, str]] = []  # each folder listed, and its logical path
         masked_inodes: set[int] = set()
         budget = [MAX_ENTRIES]
         for mount in mounts:
@@ -96,18 +106,18 @@ class ReadMasks:
                     continue
                 _spend(budget, len(listing.entries))
                 masked, walk = self._verdicts(listing, key, request, logical, access)
-                hidden = set(masked)
-                for name, is_dir, inode in listing.entries:
-                    path = f"{logical}/{name}"
-                    if name in hidden:
-                        found.append(path)
-                        if not is_dir:
-                            masked_inodes.add(inode)
-                    elif not is_dir:
-                        inodes.setdefault(inode, []).append(path)
+                seen.append((listing, logical))
+                files = listing.files()
+                for name in masked:
+                    found.append(f"{logical}/{name}")
+                    masked_inodes.update(i for i, names in files.items() if name in names)
                 stack.extend((f"{host}/{name}", f"{logical}/{name}") for name in walk)
-        for inode in masked_inodes & inodes.keys():
-            found.extend(inodes[inode])  # another name of a masked file
+        if masked_inodes:  # another name of a masked file, in any folder listed
+            hidden = set(found)
+            for listing, logical in seen:
+                for inode in masked_inodes.intersection(listing.files()):
+                    paths = (f"{logical}/{name}" for name in listing.files()[inode])
+                    found.extend(path for path in paths if path not in hidden)
         return found
 
     def _walk(

@@ -7,9 +7,10 @@ call, as a write (or a delete) of that path by the call's subject and tool
 the approver, one change at a time, with what the command did and its diff in the question.
 
 What is allowed is applied through the virtual filesystem, judged once more where it lands
-(a folder swapped for a link since is refused), in two phases: every new file is first written
-beside its target under a name of Stockade's own, all of them are flushed to disk together, and
-only then is each renamed into place (then the renames are flushed). A crash therefore leaves
+(a folder swapped for a link since is refused), in two phases: every new file is first put
+beside its target under a name of Stockade's own (hard-linked from the layer where both are on
+one file system, else copied), all of them are flushed to disk together, and only then is each
+renamed into place (then the renames are flushed). A crash therefore leaves
 each file either as it was or as the command left it, never half written; what it can leave
 between files is a partial apply (some files new, later ones old) and, beside a file not yet
 renamed, its ``.stockade-*.tmp``. Deletions, new folders, modes and links are applied as they
@@ -267,8 +268,8 @@ def _apply(fs: VirtualFS, change: StagedChange) -> Callable[[bool], None] | None
                 "one file",
                 path,
             )
-        data = change.source.read_bytes()
-        return fs.write_aside(path, data, mode=change.mode, replace_link=True)
+        # the layer's file itself, hard-linked into place where it can be (not copied)
+        return fs.write_aside(path, change.source, mode=change.mode, replace_link=True)
     if kind == "deleted":
         if _present(fs, path):
             fs.delete(path, recursive=True)
