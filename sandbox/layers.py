@@ -284,7 +284,8 @@ def layers_available(timeout_s: float = 10.0) -> str | None:
         (folder / "lower").mkdir()
         staging = Staging([Mount("/probe", folder / "lower")], base=folder)
         # the way commands will enter it: the launcher where there is one (a fresh process),
-        # else `enter` between fork and exec
+        # else `enter` between fork and exec (which fails where at-fork handlers start a thread
+        # in the child, as a tracing SDK's do: a process with two threads cannot unshare)
         launcher = staging.launcher()
         argv, enter = (
             (["true"], staging.enter) if launcher is None else ([*launcher, "--", "true"], None)

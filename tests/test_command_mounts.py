@@ -161,8 +161,9 @@ def test_stockade_run_overlay_replays_commands_into_the_diff(tmp_path: Path) -> 
     assert refused.returncode == 0, refused.stdout + refused.stderr
     report = json.loads(refused.stdout)
     assert [r["status"] for r in report["results"]] == ["ok", "ok"]
-    # the command-line's engine probes the layers as its commands enter them (a process with
-    # threads of its own could not enter them between fork and exec)
+    # the command line's engine probes the layers as its commands enter them: between fork and
+    # exec its at-fork handlers (the tracing SDK's) start a thread in the child, and a process
+    # with two threads cannot enter a user namespace
     assert report["results"][1]["metadata"]["process"]["isolation"] == "bubblewrap+layers"
     assert report["overlay"] == {
         "changes": [

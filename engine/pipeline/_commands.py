@@ -16,7 +16,7 @@ so in an overlay mount it joins the staged changes, for review with the rest.
 
 Under a read-only policy the command still runs, on its view, and everything it changed is
 discarded: the result says so. A command tool of one's own gets its view by declaring a
-``staging: Staging | None = None`` parameter and handing it to `run_process`; one that does not
+``staging: View | None = None`` parameter and handing it to `run_process`; one that does not
 runs on the mounts as they are.
 """
 
