@@ -12,9 +12,9 @@ the result, the audit outcome and the span.
 from __future__ import annotations
 
 import asyncio
-import glob
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from support import require_layers, snapshot, stray_temp_files
 
 from stockade import Engine, Policy, ToolCall, Toolkit
 from stockade.engine import AuditLog, add_shell_tools, read_audit, verify_audit
+from stockade.engine.pipeline import _commands
 from stockade.policies import Decision
 from stockade.sandbox import Mount, VirtualFS
 
@@ -62,6 +63,10 @@ async def run(
     with VirtualFS([Mount("/workspace", ws)], **fs_options) as fs:
         async with Engine(toolkit, policy=policy, fs=fs, approver=approver, audit=audit) as engine:
             return await engine.call(ToolCall(name="run_shell", arguments=arguments))
+
+
+def gone(path: Path) -> bool:
+    return not os.path.lexists(path)
 
 
 def changes(result: Any) -> dict[str, dict[str, Any]]:
@@ -255,11 +260,15 @@ async def test_a_read_only_mount_is_masked_too(tmp_path: Path, ws: Path) -> None
     assert "sk-inbox" not in result.text
 
 
-async def test_a_commands_files_land_with_one_name_each_and_no_staging_left(ws: Path) -> None:
+async def test_a_commands_files_land_with_one_name_each_and_no_staging_left(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # the layer's files are hard-linked into place (not copied twice), then the layer goes:
     # what lands is an ordinary file with one name; two names the command gave one file land
     # as two files, since linking them would tie the workspace's files together
-    left_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "stockade-layers-*")))
+    staging_base = tmp_path / "tmp"
+    staging_base.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging_base))  # this test's layers only
     result = await run(ws, "seq 1 1000 > big.txt; echo x > a.txt; ln a.txt b.txt")
     assert result.status == "ok", result.text
     assert (ws / "big.txt").read_text().splitlines()[-1] == "1000"
@@ -267,5 +276,37 @@ async def test_a_commands_files_land_with_one_name_each_and_no_staging_left(ws: 
         assert os.stat(ws / name).st_nlink == 1, name
     (ws / "a.txt").write_text("changed\n")
     assert (ws / "b.txt").read_text() == "x\n"
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "stockade-layers-*"))) <= left_before
+    assert os.listdir(staging_base) == []  # the layers are gone
     assert not [name for name in os.listdir(ws) if name.startswith(".stockade-")]
+
+
+async def test_a_call_cancelled_while_its_view_is_made_leaves_no_staging_folder(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the view is made in a worker thread, which a cancellation cannot stop: what it makes
+    # after the call is gone must still be removed
+    made: list[Any] = []
+    slow = threading.Event()
+    original = _commands.Commands._stage
+
+    def stage(self: Any, admitted: Any, fs: Any) -> Any:
+        slow.wait(5)  # until the call has been cancelled
+        view = original(self, admitted, fs)
+        made.append(view)
+        return view
+
+    monkeypatch.setattr(_commands.Commands, "_stage", stage)
+    call = asyncio.ensure_future(run(ws, "echo never > ran.txt"))
+    await asyncio.sleep(0.2)
+    call.cancel()
+    slow.set()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    for _ in range(100):  # the thread finishes after the cancellation
+        if made and made[0].closed:
+            break
+        await asyncio.sleep(0.02)
+    assert made, "the view was never made"
+    assert made[0].closed
+    assert gone(made[0].folder)
+    assert gone(ws / "ran.txt")

@@ -90,12 +90,15 @@ class Commands:
         staged = self.layers_problem == ""
         try:
             if staged:
-                view: View = await asyncio.to_thread(self._stage, admitted, fs)
+                view: View = await _made(partial(self._stage, admitted, fs))
             else:
-                view = await asyncio.to_thread(fallback_view, admitted, fs, self._masks)
+                view = await _made(partial(fallback_view, admitted, fs, self._masks))
         except (StockadeError, OSError) as exc:
             attempt.close()  # never started
             raise RunFailed(exc, 0, "error") from None
+        except asyncio.CancelledError:
+            attempt.close()
+            raise
         admitted.kwargs[name] = view
         try:
             try:
@@ -133,6 +136,23 @@ class Commands:
             named = {path for path, _ in admitted.request.paths}
             masks = [path for path in masks if path not in named]
         return Staging(fs.mounts, masks=masks, shown=partial(show, fs))
+
+
+async def _made(make: Callable[[], View]) -> View:
+    """``make()`` in a worker thread. A thread cannot be stopped: when the call is cancelled
+    while it works, the view it still makes is closed as soon as it is made (its folders
+    removed), not left behind."""
+    future = asyncio.ensure_future(asyncio.to_thread(make))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        future.add_done_callback(_close_made)
+        raise
+
+
+def _close_made(future: asyncio.Future[View]) -> None:
+    if not future.cancelled() and future.exception() is None:
+        future.result().close()
 
 
 def _view_parameter(admitted: Admitted) -> str | None:
