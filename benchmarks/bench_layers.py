@@ -49,7 +49,6 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 from time import perf_counter
 from typing import Any
@@ -117,23 +116,6 @@ def not_taken(measure: str, baseline: str, target: str, why: str) -> dict[str, A
     return row(measure, None, baseline, None, target, None, note=f"cannot be taken here: {why}")
 
 
-def alternating(
-    ways: dict[str, Callable[[], object]], rounds: int, warm_up: int
-) -> dict[str, float]:
-    """Median milliseconds of each way, timed one after another round by round, so that the
-    machine's noise hits them alike."""
-    for way in ways.values():
-        for _ in range(warm_up):
-            way()
-    samples: dict[str, list[float]] = {name: [] for name in ways}
-    for _ in range(rounds):
-        for name, way in ways.items():
-            started = perf_counter()
-            way()
-            samples[name].append((perf_counter() - started) * 1000)
-    return {name: statistics.median(values) for name, values in samples.items()}
-
-
 # -- 1. true on layers ---------------------------------------------------------------------------
 
 
@@ -162,7 +144,7 @@ def true_on_layers(machine: Bubblewrap, rounds: int) -> dict[str, Any]:
             def run_only() -> None:
                 run_process(["true"], fs=fs, timeout=10, bubblewrap=machine, staging=made)
 
-            found = alternating(
+            found = options.alternating(
                 {"plain": plain, "layered": layered, "run only": run_only}, rounds, warm_up=3
             )
     extra = found["layered"] - found["plain"]
@@ -298,7 +280,7 @@ def read_masks(root: Path, protected: list[str], rounds: int) -> list[dict[str, 
             for _ in os.walk(root):
                 pass
 
-        found = alternating(
+        found = options.alternating(
             {
                 "walk": walk,
                 "cold": lambda: ReadMasks(policy).masks(request, fs.mounts, fs=fs),

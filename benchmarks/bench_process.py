@@ -52,16 +52,8 @@ def start_to_exit(fs: VirtualFS, rounds: int) -> dict[str, float]:
     }
     if isolation_available():
         ways["run_process, bubblewrap"] = boxed
-    samples: dict[str, list[float]] = {name: [] for name in ways}
-    for way in ways.values():  # warm up: imports, page cache, the bwrap probe
-        for _ in range(3):
-            way()
-    for _ in range(rounds):
-        for name, way in ways.items():
-            started = perf_counter()
-            way()
-            samples[name].append((perf_counter() - started) * 1000)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    # warm up: imports, page cache, the bwrap probe
+    return options.alternating(ways, rounds, warm_up=3)
 
 
 def after_deadline(fs: VirtualFS, command: str, isolation: str, rounds: int) -> tuple[float, int]:

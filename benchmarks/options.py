@@ -1,16 +1,35 @@
-"""The command line every benchmark script shares: ``--quick`` for a smoke run, ``--json`` for
-rows a program can read instead of a table; the script supplies what to measure and how to show
-it."""
+"""What every benchmark script shares: the command line (``--quick`` for a smoke run, ``--json``
+for rows a program can read instead of a table; the script supplies what to measure and how to
+show it), and timing ways against each other in alternating rounds."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 Rows = list[dict[str, Any]]
+
+
+def alternating(
+    ways: dict[str, Callable[[], object]], rounds: int, warm_up: int
+) -> dict[str, float]:
+    """Median milliseconds of each way, timed one after another round by round, so that the
+    machine's noise hits them alike."""
+    for way in ways.values():
+        for _ in range(warm_up):
+            way()
+    samples: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, way in ways.items():
+            started = perf_counter()
+            way()
+            samples[name].append((perf_counter() - started) * 1000)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def _parse(doc: str | None) -> argparse.Namespace:
