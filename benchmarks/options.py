@@ -20,6 +20,15 @@ def alternating(
 ) -> dict[str, float]:
     """Median milliseconds of each way, timed one after another round by round, so that the
     machine's noise hits them alike."""
+    samples = alternating_samples(ways, rounds, warm_up)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def alternating_samples(
+    ways: dict[str, Callable[[], object]], rounds: int, warm_up: int
+) -> dict[str, list[float]]:
+    """Milliseconds of each way in each round, the ways timed one after another round by
+    round (see `paired_difference`)."""
     for way in ways.values():
         for _ in range(warm_up):
             way()
@@ -29,7 +38,14 @@ def alternating(
             started = perf_counter()
             way()
             samples[name].append((perf_counter() - started) * 1000)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return samples
+
+
+def paired_difference(samples: dict[str, list[float]], way: str, baseline: str) -> float:
+    """The median over rounds of ``way`` minus ``baseline`` in the same round: what ``way``
+    adds, with the machine's load at that moment taken out (a busy spell slows both ways of a
+    round alike, where it would shift the two medians apart by its own length)."""
+    return statistics.median(a - b for a, b in zip(samples[way], samples[baseline], strict=True))
 
 
 def _parse(doc: str | None) -> argparse.Namespace:

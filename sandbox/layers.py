@@ -51,11 +51,21 @@ _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNS = 0x00020000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV = 0x1, 0x2, 0x4
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
+# an overlay option (kernels since 5.10; the mount is made again without it where refused): the
+# upper layer is never synced to disk, which its unmount would otherwise do for every command.
+# The layers are thrown away or applied (with a flush of their own), never mounted again after
+# a crash, so nothing is lost by it
+_VOLATILE = b",volatile"
 # unshare(2) and mount(2) by machine, for the launcher (Perl has no names for them)
 _SYSCALLS = {"x86_64": (272, 165), "aarch64": (97, 40), "arm64": (97, 40)}
 
 LAUNCHER = r"""
-my ($unshare, $mount, $uid, $gid, $n, @rest) = @ARGV;
+my ($unshare, $mount, $uid, $gid, $group, $n, @rest) = @ARGV;
+if ($group ne "") {
+  open(my $g, ">", $group) or die "stockade layers: join $group: $!\n";
+  print $g $$;
+  close($g) or die "stockade layers: join $group: $!\n";
+}
 syscall($unshare + 0, 0x10020000) == 0 or die "stockade layers: unshare: $!\n";
 for (["setgroups", "deny"], ["uid_map", "$uid $uid 1"], ["gid_map", "$gid $gid 1"]) {
   open(my $f, ">", "/proc/self/$_->[0]") or die "stockade layers: $_->[0]: $!\n";
@@ -66,14 +76,16 @@ my ($none, $root) = ("none", "/");
 syscall($mount + 0, $none, $root, 0, 0x44000, 0) == 0 or die "stockade layers: mount /: $!\n";
 for (1 .. $n) {
   my ($s, $t, $y, $fl, $d) = splice(@rest, 0, 5);
-  syscall($mount + 0, $s, $t, ($y eq "" ? 0 : $y), $fl + 0, ($d eq "" ? 0 : $d)) == 0
-    or die "stockade layers: mount $t: $!\n";
+  my $ok = syscall($mount + 0, $s, $t, ($y eq "" ? 0 : $y), $fl + 0, ($d eq "" ? 0 : $d)) == 0;
+  $ok = syscall($mount + 0, $s, $t, $y, $fl + 0, $d) == 0 if !$ok && $d =~ s/,volatile$//;
+  $ok or die "stockade layers: mount $t: $!\n";
 }
 shift @rest;
 exec { $rest[0] } @rest or die "stockade layers: exec $rest[0]: $!\n";
 """
-"""Enters the layers, then execs the rest of its arguments: ``UNSHARE MOUNT UID GID N`` then
-N mounts of five arguments (source, target, type, flags, data; "" for none), ``--``, argv."""
+"""Joins a control group (its ``cgroup.procs`` file, "" for none), enters the layers, then
+execs the rest of its arguments: ``UNSHARE MOUNT UID GID GROUP N`` then N mounts of five
+arguments (source, target, type, flags, data; "" for none), ``--``, argv."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,10 +146,10 @@ class Staging(View):
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
         self.masks = tuple(masks)
-        self._empty_file = self.folder / "empty"
-        self._empty_file.touch(mode=0o444)
+        self._empty_file = self.folder / "empty"  # bound over masked files; made if needed
         self._plan = self._mount_plan()
         self._uid, self._gid = os.getuid(), os.getgid()
+        self._launched = False
         self.closed = False
 
     def _lowers(self, mount: Mount, number: int, shown: Shown | None) -> tuple[Path, ...]:
@@ -160,20 +172,30 @@ class Staging(View):
 
     # -- in the command's first process, before bubblewrap ------------------------------------
 
-    def launcher(self) -> list[str] | None:
-        """The argv prefix that enters the layers and then execs what follows it (``--``
-        first), or None where Perl or the system call numbers are missing: then give `enter`
-        as ``preexec_fn`` instead."""
+    def launcher(self, group: str | None = None) -> list[str] | None:
+        """The argv prefix that joins the control group whose ``cgroup.procs`` file is
+        ``group`` (if any), enters the layers and then execs what follows it (``--`` first),
+        or None where Perl or the system call numbers are missing: then give `enter` as
+        ``preexec_fn`` instead. Joining here spares the run the shell that would join it."""
+        if self._launched:
+            self._forget_mounts()
+        self._launched = True
         numbers = _SYSCALLS.get(os.uname().machine)
         perl = shutil.which("perl")
         if numbers is None or perl is None:
             return None
         argv = [perl, "-e", LAUNCHER, *map(str, numbers), str(self._uid), str(self._gid)]
-        argv.append(str(len(self._plan)))
+        argv += [group or "", str(len(self._plan))]
         for source, target, kind, flags, data in self._plan:
             argv += [os.fsdecode(source), os.fsdecode(target), os.fsdecode(kind or b"")]
             argv += [str(flags), os.fsdecode(data or b"")]
         return argv
+
+    def _forget_mounts(self) -> None:
+        """Let the layers be mounted again: a volatile overlay marks its work folder so that
+        it cannot be (the mark is for layers left by a crash; these were unmounted cleanly)."""
+        for layer in self.layers:
+            shutil.rmtree(layer.work / "work" / "incompat", ignore_errors=True)
 
     def enter(self) -> None:
         """Enter a user and mount namespace of this process's own, mount the overlays and the
@@ -194,7 +216,10 @@ class Staging(View):
         if _mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
             _fail("mount --make-rprivate /")
         for source, target, kind, flags, options in self._plan:
-            if _mount(source, target, kind, flags, options) != 0:
+            done = _mount(source, target, kind, flags, options) == 0
+            if not done and options is not None and options.endswith(_VOLATILE):
+                done = _mount(source, target, kind, flags, options[: -len(_VOLATILE)]) == 0
+            if not done:
                 _fail(f"mount {target.decode(errors='replace')}")
 
     def _mount_plan(self) -> list[tuple[bytes, bytes, bytes | None, int, bytes | None]]:
@@ -218,7 +243,7 @@ class Staging(View):
                     os.fsencode(layer.merged),
                     b"overlay",
                     _MS_NOSUID | _MS_NODEV,
-                    f"{options},userxattr".encode(),
+                    f"{options},userxattr".encode() + _VOLATILE,
                 )
             )
         for logical in self.masks:
@@ -234,6 +259,8 @@ class Staging(View):
                 flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV
                 plan.append((b"none", target, b"tmpfs", flags, b"size=4k,mode=0555"))
             elif not stat.S_ISLNK(info.st_mode):
+                if not self._empty_file.exists():
+                    self._empty_file.touch(mode=0o444)
                 plan.append((os.fsencode(self._empty_file), target, None, _MS_BIND, None))
                 plan.append((b"none", target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None))
         return plan

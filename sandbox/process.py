@@ -142,20 +142,22 @@ def run_process(
             cleanup.callback(shutil.rmtree, home, ignore_errors=True)
             argv = [*_limited(prlimit, limits, boxed=False), *command]
             used = "none"
-        # the copy-on-write layers are entered just before bubblewrap (after the control group
-        # is joined, from outside the new namespaces)
-        enter = None
-        if staging is not None and bwrap is not None:
-            launcher = staging.launcher()
-            if launcher is not None:
-                argv = [*launcher, "--", *argv]
-            else:
-                enter = staging.enter
         # bubblewrap's two processes (its outer one and the namespace's init) are not the
         # command's, but they count in the group
         group = PidsGroup.create(f"stockade-{token}", limits.max_procs + (2 if bwrap else 0))
         if group is not None:
             cleanup.callback(group.remove)
+        # the copy-on-write layers are entered just before bubblewrap, by a launcher that
+        # joins the control group first (from outside the new namespaces); without one,
+        # between fork and exec, and a shell joins the group
+        enter = None
+        launcher = None
+        if staging is not None and bwrap is not None:
+            launcher = staging.launcher(group.procs_file if group is not None else None)
+            enter = staging.enter if launcher is None else None
+        if launcher is not None:
+            argv = [*launcher, "--", *argv]
+        elif group is not None:
             argv = group.join_argv(argv)
         environment = {
             "PATH": _path_with_python(),

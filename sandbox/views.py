@@ -43,9 +43,10 @@ class View:
         """bubblewrap arguments that come after the mounts' binds (masks, read-only binds)."""
         return []
 
-    def launcher(self) -> list[str] | None:
+    def launcher(self, group: str | None = None) -> list[str] | None:
         """An argv prefix that prepares the view and then execs what follows ``--`` (None:
-        nothing to prepare before bubblewrap, or `enter` does it)."""
+        nothing to prepare before bubblewrap, or `enter` does it); it first joins the control
+        group whose ``cgroup.procs`` file is ``group``, if one is given."""
         return None
 
     def close(self) -> None:

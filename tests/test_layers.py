@@ -184,3 +184,59 @@ def test_without_perl_the_layers_are_entered_between_fork_and_exec(
         assert "sk-live-secret" not in result.stdout
         assert kinds(staging.changes()) == {"/workspace/new.txt": "added"}
     assert not (project / "new.txt").exists()
+
+
+def test_the_same_layers_serve_a_second_run(fs: VirtualFS, project: Path) -> None:
+    """A tool may run several commands on one staging: the second sees what the first wrote
+    (the upper layer is never synced, and its work folder marks itself against a second mount;
+    the layers clear the mark between runs)."""
+    with Staging(fs.mounts) as staging:
+        first = run_process("echo one > a.txt", fs=fs, timeout=20, staging=staging)
+        second = run_process("cat a.txt && echo two > b.txt", fs=fs, timeout=20, staging=staging)
+        assert first.exit_code == 0, first.stderr
+        assert second.exit_code == 0, second.stderr
+        assert second.stdout == "one\n"
+        assert kinds(staging.changes()) == {
+            "/workspace/a.txt": "added",
+            "/workspace/b.txt": "added",
+        }
+    assert not (project / "a.txt").exists()
+
+
+def test_the_upper_layer_is_mounted_without_syncs(fs: VirtualFS) -> None:
+    """Its unmount would otherwise write the command's files to disk at every exit, though
+    they are thrown away or applied (with a flush of their own)."""
+    import subprocess
+
+    with Staging(fs.mounts) as staging:
+        launcher = staging.launcher()
+        if launcher is None:
+            pytest.skip("no launcher here (Perl is missing)")
+        shown = subprocess.run(
+            [*launcher, "--", "cat", "/proc/self/mountinfo"], capture_output=True, check=True
+        )
+        overlay = [line for line in shown.stdout.decode().splitlines() if " - overlay " in line]
+        assert len(overlay) == 1, overlay
+        assert "volatile" in overlay[0], overlay
+
+
+def test_the_launcher_joins_the_control_group_it_is_given(fs: VirtualFS, tmp_path: Path) -> None:
+    """The run's first process joins its pids group itself (sparing a shell): it writes its
+    own pid, which the command keeps; a group it cannot join stops the run, saying which."""
+    import subprocess
+
+    procs = tmp_path / "cgroup.procs"
+    procs.touch()
+    with Staging(fs.mounts) as staging:
+        launcher = staging.launcher(str(procs))
+        if launcher is None:
+            pytest.skip("no launcher here (Perl is missing)")
+        started = subprocess.Popen([*launcher, "--", "sh", "-c", "echo $$"], stdout=subprocess.PIPE)
+        out, _ = started.communicate(timeout=20)
+        assert procs.read_text() == str(started.pid) == out.decode().strip()
+        missing = str(tmp_path / "gone" / "cgroup.procs")
+        refused = subprocess.run(
+            [*(staging.launcher(missing) or []), "--", "true"], capture_output=True, check=False
+        )
+        assert refused.returncode != 0
+        assert f"join {missing}" in refused.stderr.decode()

@@ -953,3 +953,24 @@ def test_no_init_pid_when_bubblewrap_closes_its_report_early() -> None:
         assert _namespace_init(read_end, write_end) is None
     finally:
         os.close(read_end)
+
+
+@pytest.mark.usefixtures("needs_bubblewrap")
+def test_kernel_process_limit_holds_on_copy_on_write_layers(fs: VirtualFS) -> None:
+    """On layers the launcher, not a shell, joins the run's pids group: the limit holds the
+    same (see the test above)."""
+    from support import require_layers
+
+    from stockade.sandbox.layers import Staging
+
+    require_layers()
+    with Staging(fs.mounts) as staging:
+        result = run_process(
+            "(exit 0) && echo forked",
+            fs=fs,
+            timeout=2,
+            staging=staging,
+            limits=Limits(max_procs=1),
+        )
+    assert result.isolation == "bubblewrap+layers"
+    assert "forked" not in result.stdout, result
