@@ -312,7 +312,7 @@ async def test_openai_parsed_call_runs_through_the_engine():
             id="single-item-missing-name",
         ),
         pytest.param([CHAT_CALL_A, "search"], r"#1 is a str, not an object", id="string-item"),
-        pytest.param([None], r"#0 is a NoneType, not an object", id="none-item"),
+        pytest.param([None], r"#0 is null, not an object", id="none-item"),
         pytest.param(
             [{"id": "c1", "type": "function", "function": {"name": "x", "arguments": 5}}],
             r"#0: arguments must be a JSON string or object, not int",

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stockade.engine.content import ImageBlock, TextBlock
 from stockade.engine.errors import FormatError
+from stockade.engine.formats._shapes import as_list, as_object, is_list, optional_text
 from stockade.engine.messages import ToolCall, ToolResult
 
 
 def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:
     """Tool calls from an Anthropic response or message (``content`` blocks) or a block list.
-    Blocks other than ``tool_use`` (text, thinking) are skipped."""
+    Blocks other than ``tool_use`` (text, thinking) are skipped; anything malformed, at any
+    level, is a `FormatError` saying what was found where."""
     if isinstance(message, Mapping):
         blocks = message.get("content", [])
         if isinstance(blocks, str):
-            return []
-    elif isinstance(message, Sequence) and not isinstance(message, str | bytes):
+            return []  # a message of plain text
+        blocks = as_list(blocks, "content")
+    elif is_list(message):
         blocks = message
     else:
         raise FormatError(
@@ -25,21 +28,20 @@ def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:
         )
     calls = []
     for index, block in enumerate(blocks):
-        if not isinstance(block, Mapping):
-            raise FormatError(f"content block #{index} is a {type(block).__name__}, not an object")
+        block = as_object(block, f"content block #{index}")
         if block.get("type") != "tool_use":
             continue
-        if not block.get("name"):
+        name = optional_text(block.get("name"), f"tool_use block #{index}: name")
+        if name is None:
             raise FormatError(f"tool_use block #{index} has no name")
         arguments = block.get("input", {})
         if not isinstance(arguments, Mapping | str):
             raise FormatError(
                 f"tool_use block #{index}: input must be an object, not {type(arguments).__name__}"
             )
-        extra = {"id": str(block["id"])} if block.get("id") else {}
-        calls.append(
-            ToolCall(name=str(block["name"]), arguments=arguments, subject=subject, **extra)
-        )
+        call_id = optional_text(block.get("id"), f"tool_use block #{index}: id")
+        extra = {"id": call_id} if call_id else {}
+        calls.append(ToolCall(name=name, arguments=arguments, subject=subject, **extra))
     return calls
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from stockade.engine.errors import FormatError
+from stockade.engine.formats._shapes import as_list, as_object, is_list, kind, optional_text
 from stockade.engine.messages import ToolCall, ToolResult
 
 _NOT_CALLS = frozenset({"message", "reasoning", "text", "web_search_call", "file_search_call"})
@@ -18,22 +19,23 @@ def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:
     ``tool_calls``, a list of tool-call objects, a Responses API response (``output``) or a
     list of its items. Arguments stay as the model wrote them (a JSON string): the engine
     validates them, so malformed JSON becomes that call's error result instead of losing the
-    whole message.
+    whole message. Anything else, at any level, is a `FormatError` saying what was found where.
     """
+    if isinstance(message, Mapping) and "choices" in message:
+        choices = as_list(message["choices"], "choices")
+        if not choices:
+            return []
+        choice = as_object(choices[0], "choices[0]")
+        message = as_object(choice.get("message", {}), "choices[0].message")
     if isinstance(message, Mapping):
-        if "choices" in message:
-            choices = message["choices"]
-            if not choices:
-                return []
-            if not isinstance(choices[0], Mapping):
-                raise FormatError(f"choices[0] is a {type(choices[0]).__name__}, not an object")
-            return parse_tool_calls(choices[0].get("message", {}), subject=subject)
-        if "output" in message and isinstance(message["output"], list):
-            return parse_tool_calls(message["output"], subject=subject)
-        if message.get("type") == "function_call":
+        if is_list(message.get("output")):
+            items = message["output"]
+        elif message.get("type") == "function_call":
             return [_responses_item(message, 0, subject)]
-        items = message.get("tool_calls") or []
-    elif isinstance(message, Sequence) and not isinstance(message, str | bytes):
+        else:
+            listed = message.get("tool_calls")
+            items = [] if listed is None else as_list(listed, "tool_calls")
+    elif is_list(message):
         items = message
     else:
         raise FormatError(
@@ -42,45 +44,57 @@ def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:
         )
     calls = []
     for index, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            raise FormatError(f"tool call #{index} is a {type(item).__name__}, not an object")
-        if item.get("type") == "function_call":
-            calls.append(_responses_item(item, index, subject))
-        elif item.get("type", "function") == "function" and "function" in item:
-            calls.append(_chat_item(item, index, subject))
-        elif item.get("type") in _NOT_CALLS:
-            continue  # Responses output items that are not calls
-        else:
-            raise FormatError(
-                f"tool call #{index} has type {item.get('type')!r}; expected 'function' "
-                "(Chat Completions) or 'function_call' (Responses)"
-            )
+        call = _item(item, index, subject)
+        if call is not None:
+            calls.append(call)
     return calls
+
+
+def _item(item: Any, index: int, subject: str) -> ToolCall | None:
+    """The call one item holds, or None for a Responses output item that is not a call."""
+    item = as_object(item, f"tool call #{index}")
+    item_type = item.get("type", "function")
+    if not isinstance(item_type, str):
+        raise FormatError(f"tool call #{index}: its type is {kind(item_type)}, not a string")
+    if item_type == "function_call":
+        return _responses_item(item, index, subject)
+    if item_type == "function":
+        return _chat_item(item, index, subject)
+    if item_type in _NOT_CALLS:
+        return None
+    raise FormatError(
+        f"tool call #{index} has type {item_type!r}; expected 'function' "
+        "(Chat Completions) or 'function_call' (Responses)"
+    )
 
 
 def _chat_item(item: Mapping[str, Any], index: int, subject: str) -> ToolCall:
     function = item.get("function")
-    if not isinstance(function, Mapping) or not function.get("name"):
+    if not isinstance(function, Mapping):
         raise FormatError(f"tool call #{index} has no function name")
-    extra = {"id": str(item["id"])} if item.get("id") else {}
+    name = optional_text(function.get("name"), f"tool call #{index}: function name")
+    if name is None:
+        raise FormatError(f"tool call #{index} has no function name")
+    call_id = optional_text(item.get("id"), f"tool call #{index}: id")
     return ToolCall(
-        name=str(function["name"]),
+        name=name,
         arguments=_arguments(function.get("arguments"), index),
         subject=subject,
-        **extra,
+        **({"id": call_id} if call_id else {}),
     )
 
 
 def _responses_item(item: Mapping[str, Any], index: int, subject: str) -> ToolCall:
-    if not item.get("name"):
+    name = optional_text(item.get("name"), f"function_call item #{index}: name")
+    if name is None:
         raise FormatError(f"function_call item #{index} has no name")
-    call_id = item.get("call_id") or item.get("id")
-    extra = {"id": str(call_id)} if call_id else {}
+    call_id = optional_text(item.get("call_id"), f"function_call item #{index}: call_id")
+    call_id = call_id or optional_text(item.get("id"), f"function_call item #{index}: id")
     return ToolCall(
-        name=str(item["name"]),
+        name=name,
         arguments=_arguments(item.get("arguments"), index),
         subject=subject,
-        **extra,
+        **({"id": call_id} if call_id else {}),
     )
 
 

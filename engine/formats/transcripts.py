@@ -21,6 +21,7 @@ import orjson
 
 from stockade.engine.errors import FormatError
 from stockade.engine.formats import anthropic, openai, xml
+from stockade.engine.formats._shapes import kind
 from stockade.engine.messages import ToolCall
 from stockade.engine.tools.catalog import ToolCatalog
 
@@ -38,7 +39,7 @@ def load_transcript(
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TranscriptError(f"no transcript at {path}; check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL in the path
         raise TranscriptError(f"cannot read the transcript {path}: {exc}") from exc
     stripped = text.strip()
     if not stripped:
@@ -80,17 +81,26 @@ def _from_json_lines(path: Path, text: str, subject: str) -> list[ToolCall]:
 
 
 def _from_value(path: Path, value: Any, line: int | None, subject: str) -> list[ToolCall]:
+    """The calls in one JSON value; a list is a conversation, lists in it are flattened (by
+    hand rather than by recursion, so no depth of nesting overflows the stack)."""
+    calls: list[ToolCall] = []
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(reversed(item))
+        else:
+            calls.extend(_from_item(path, item, line, subject))
+    return calls
+
+
+def _from_item(path: Path, value: Any, line: int | None, subject: str) -> list[ToolCall]:
     where = f"{path}:{line}" if line else str(path)
     try:
-        if isinstance(value, list):
-            calls = []
-            for item in value:
-                calls.extend(_from_value(path, item, line, subject))
-            return calls
         if not isinstance(value, Mapping):
             raise TranscriptError(f"{where}: expected a JSON object, got {type(value).__name__}")
         if "name" in value and "arguments" in value and "function" not in value:
-            return [ToolCall.from_dict({"subject": subject, **value})]
+            return [ToolCall.from_dict({"subject": subject, **_labels(value)})]
         content = value.get("content")
         if isinstance(content, list) and any(
             isinstance(b, Mapping) and b.get("type") == "tool_use" for b in content
@@ -110,3 +120,15 @@ def _from_value(path: Path, value: Any, line: int | None, subject: str) -> list[
         f"{where}: not a tool call or a message; expected a ToolCall "
         '({"name": ..., "arguments": {...}}), an OpenAI or Anthropic message, or XML tool calls'
     )
+
+
+def _labels(call: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``call``, once its ``id`` and ``subject`` are known to be text (or an integer, for an id
+    written by hand): anything else would be turned into text whole, which a deeply nested
+    value cannot be."""
+    call_id, subject = call.get("id"), call.get("subject")
+    if call_id and (isinstance(call_id, bool) or not isinstance(call_id, str | int)):
+        raise FormatError(f"the call's id is {kind(call_id)}, not a string or an integer")
+    if subject and not isinstance(subject, str):
+        raise FormatError(f"the call's subject is {kind(subject)}, not a string")
+    return call

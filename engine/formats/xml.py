@@ -13,14 +13,16 @@ A call is written as::
 Values inside CDATA are taken verbatim; values outside CDATA are stripped and their XML
 character references decoded (``&amp;``, ``&lt;``, ``&#38;`` ...; nothing else, so a bare ``&``
 in a URL stays as written). Values are converted to the types the tool's schema asks for when a
-toolkit is given, otherwise by a fixed rule (true/false, integers, decimals, else text).
+toolkit is given, otherwise by a fixed rule (true/false, integers, decimals, else text); an
+integer of more digits than Python reads as one (4,300) stays text.
 
 The reader is a small linear scanner rather than an XML parser on purpose. Models write sloppy
 pseudo-XML (bare ``&``, unclosed tags, a call cut off by the token limit) that a conforming
 parser rejects outright, while what matters here is narrower than XML: a ``</tool_call>`` or
 ``</param>`` inside CDATA must not end anything, whitespace around CDATA is formatting, and no
 entity is ever expanded (so "billion laughs" input is inert). Every search moves forward, so
-hostile input costs time linear in its length.
+hostile input costs time linear in its length (the scanner is `_xml_reader`). Whatever the text,
+the result is calls or a `FormatError`.
 """
 
 from __future__ import annotations
@@ -32,20 +34,15 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from stockade.engine.errors import FormatError
+from stockade.engine.formats import _xml_reader as reader
+from stockade.engine.formats._shapes import kind
 from stockade.engine.messages import ToolCall, ToolResult, new_call_id
 
 if TYPE_CHECKING:
     from stockade.engine.tools import RegisteredTool
     from stockade.engine.tools.catalog import ToolCatalog
 
-_OPEN_CALL = "<tool_call>"
-_CLOSE_CALL = "</tool_call>"
-_CDATA_OPEN = "<![CDATA["
-_CDATA_CLOSE = "]]>"
-_OPEN_TAG = re.compile(r"<([A-Za-z_][\w.-]*)>")
-_CDATA = re.compile(r"<!\[CDATA\[(.*?)\]\]>", re.DOTALL)
-_REFERENCE = re.compile(r"&(lt|gt|amp|quot|apos|#[0-9]{1,7}|#x[0-9A-Fa-f]{1,6});")
-_NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+_MAX_DIGITS = 4300  # Python's default limit on the digits of an int read from text
 _INT = re.compile(r"\A[+-]?[0-9]+\Z")
 _FLOAT = re.compile(r"\A[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?\Z")
 
@@ -57,95 +54,18 @@ def parse_tool_calls(
     if not isinstance(text, str):
         raise FormatError(f"expected the model's text as str, got {type(text).__name__}")
     calls = []
-    for index, body in enumerate(_call_bodies(text)):
-        elements = dict(_elements(body))
-        name = _value(elements.get("name", "")).strip()
+    for index, body in enumerate(reader.call_bodies(text)):
+        found = dict(reader.elements(body))
+        name = reader.value(found.get("name", "")).strip()
         if not name:
             raise FormatError(
                 f"<tool_call> #{index} has no <name>; write <name>tool_name</name> inside it"
             )
-        params = _elements(elements.get("params", ""), keep_unclosed=False)
+        params = reader.elements(found.get("params", ""), keep_unclosed=False)
         tool = toolkit.resolve(name) if toolkit is not None else None
-        arguments = {key: _convert(_value(raw), _types_of(tool, key)) for key, raw in params}
+        arguments = {key: _convert(reader.value(raw), _types_of(tool, key)) for key, raw in params}
         calls.append(ToolCall(name=name, arguments=arguments, id=new_call_id(), subject=subject))
     return calls
-
-
-def _skip_cdata(text: str, start: int, stop_at: str) -> int:
-    """Index of the first ``stop_at`` at or after ``start`` that is not inside CDATA, or -1."""
-    position = start
-    while True:
-        stop = text.find(stop_at, position)
-        cdata = text.find(_CDATA_OPEN, position)
-        if cdata == -1 or stop == -1 or stop < cdata:
-            return stop
-        end = text.find(_CDATA_CLOSE, cdata + len(_CDATA_OPEN))
-        if end == -1:
-            return -1  # CDATA runs to the end of the text: nothing after it is markup
-        position = end + len(_CDATA_CLOSE)
-
-
-def _call_bodies(text: str) -> list[str]:
-    """The inside of each call. A call left unclosed ends where the next call starts, or at
-    the end of the text (a reply cut off by the token limit)."""
-    bodies: list[str] = []
-    position = text.find(_OPEN_CALL)
-    while position != -1:
-        start = position + len(_OPEN_CALL)
-        close = _skip_cdata(text, start, _CLOSE_CALL)
-        following = _skip_cdata(text, start, _OPEN_CALL)
-        if close == -1 or (following != -1 and following < close):
-            end = following if following != -1 else len(text)
-            bodies.append(text[start:end])
-            position = following
-        else:
-            bodies.append(text[start:close])
-            position = text.find(_OPEN_CALL, close + len(_CLOSE_CALL))
-    return bodies
-
-
-def _elements(text: str, *, keep_unclosed: bool = True) -> list[tuple[str, str]]:
-    """Top-level ``<tag>raw</tag>`` pairs, in order; stray text between elements is ignored.
-    An element left unclosed (a reply cut off by the token limit) takes the rest of the text,
-    or is dropped when ``keep_unclosed`` is false: half a value is not a value."""
-    found: list[tuple[str, str]] = []
-    position = 0
-    while True:
-        opening = _OPEN_TAG.search(text, position)
-        if opening is None:
-            return found
-        tag = opening.group(1)
-        start = opening.end()
-        close = _skip_cdata(text, start, f"</{tag}>")
-        if close == -1:
-            if keep_unclosed:
-                found.append((tag, text[start:]))
-            return found
-        found.append((tag, text[start:close]))
-        position = close + len(tag) + 3
-
-
-def _value(raw: str) -> str:
-    """A value as written: CDATA sections verbatim (whitespace around them is formatting),
-    anything else stripped with XML character references decoded."""
-    stripped = raw.strip()
-    if stripped.startswith(_CDATA_OPEN):
-        sections = _CDATA.findall(stripped)
-        rest = _CDATA.sub("", stripped).strip()
-        if not rest:
-            return "".join(sections)
-    return _REFERENCE.sub(_decode_reference, stripped)
-
-
-def _decode_reference(match: re.Match[str]) -> str:
-    ref = match.group(1)
-    if ref in _NAMED:
-        return _NAMED[ref]
-    code = int(ref[2:], 16) if ref.startswith("#x") else int(ref[1:])
-    try:
-        return chr(code)
-    except (ValueError, OverflowError):
-        return match.group(0)
 
 
 def _types_of(tool: RegisteredTool | None, key: str) -> set[str] | None:
@@ -199,7 +119,7 @@ def _convert(value: str, types: set[str] | None) -> Any:
     if "boolean" in types and lowered in ("true", "false"):
         return lowered == "true"
     if "integer" in types and _INT.match(value):
-        return int(value)
+        return _whole_number(value)
     if "number" in types and _FLOAT.match(value):
         return float(value)
     if "null" in types and lowered in ("null", "none", ""):
@@ -212,12 +132,24 @@ def _convert(value: str, types: set[str] | None) -> Any:
     return value  # let validation name the mismatch
 
 
+def _whole_number(value: str) -> int | str:
+    """The int ``value`` spells, or ``value`` itself when it has more digits than Python reads
+    (``sys.get_int_max_str_digits()``): such a number stays text, for validation to judge,
+    rather than failing the whole reply or taking time growing with the square of its length."""
+    if len(value) > _MAX_DIGITS:
+        return value
+    try:
+        return int(value)
+    except ValueError:  # a lower limit set in this process
+        return value
+
+
 def _guess(value: str) -> Any:
     lowered = value.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
     if _INT.match(value):
-        return int(value)
+        return _whole_number(value)
     if _FLOAT.match(value):
         return float(value)
     return value
@@ -236,11 +168,37 @@ def _text(value: Any) -> str:
 
 def render_call(call: ToolCall) -> str:
     """A call in the XML format (useful for few-shot examples and transcripts)."""
-    arguments = call.arguments
-    if isinstance(arguments, str):
-        arguments = orjson.loads(arguments) if arguments.strip() else {}
-    params = "".join(f"    <{k}>{_cdata(_text(v))}</{k}>\n" for k, v in arguments.items())
+    arguments = _argument_object(call)
+    params = "".join(f"    <{k}>{_cdata(_param(call, k, v))}</{k}>\n" for k, v in arguments.items())
     return f"<tool_call>\n  <name>{call.name}</name>\n  <params>\n{params}  </params>\n</tool_call>"
+
+
+def _argument_object(call: ToolCall) -> Mapping[str, Any]:
+    """The call's arguments as an object; raw JSON text (as a model wrote it) is read first."""
+    arguments = call.arguments
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        value = orjson.loads(arguments) if arguments.strip() else {}
+    except orjson.JSONDecodeError as exc:
+        raise FormatError(
+            f"call {call.name!r} cannot be written as XML: its arguments are not JSON ({exc})"
+        ) from exc
+    if not isinstance(value, Mapping):
+        raise FormatError(
+            f"call {call.name!r} cannot be written as XML: its arguments are not a JSON object "
+            f"but {kind(value)}"
+        )
+    return value
+
+
+def _param(call: ToolCall, key: str, value: Any) -> str:
+    try:
+        return _text(value)
+    except orjson.JSONEncodeError as exc:  # an int past 64 bits, a lone surrogate, deep nesting
+        raise FormatError(
+            f"call {call.name!r} cannot be written as XML: argument {key!r} is not JSON ({exc})"
+        ) from exc
 
 
 def render_result(result: ToolResult) -> str:
