@@ -22,6 +22,11 @@ One run, start to end:
    exit the same cleanup runs, so a child left sleeping in the background does not outlive the
    call either.
 
+Runs may be made from any number of threads at once (`run_process_async` does, through the
+executor): each has its own token, pids group, report pipe and home, each closed or removed
+exactly once by what made it, and cleanup signals only numbers read from the run itself
+(``sandbox.safe_kill``).
+
 Whether bubblewrap works here is a `Bubblewrap` probe: the caller's, when it passes one, or
 else one made at the call. Without bubblewrap (not installed, or user namespaces forbidden) the
 run has the same limits and watching but sees the host as this user does; the result and the
@@ -37,18 +42,17 @@ import os
 import re
 import resource
 import secrets
-import select
 import shutil
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from stockade.sandbox.bubblewrap import SANDBOX_PATH, Bubblewrap, box
 from stockade.sandbox.cgroups import PidsGroup
 from stockade.sandbox.errors import SandboxError
+from stockade.sandbox.init_report import InitReport
 from stockade.sandbox.limits import Isolation, Limits, ProcessResult
 from stockade.sandbox.logical import normalize
 from stockade.sandbox.tree import RUN_TOKEN
@@ -57,7 +61,6 @@ from stockade.sandbox.views import View
 from stockade.sandbox.watch import WatchedRun
 
 log = logging.getLogger("stockade.sandbox")
-_CHILD_PID = re.compile(rb'"child-pid"\s*:\s*(\d+)\s*[,}\n]')  # in --info-fd's report
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NO_BUBBLEWRAP = "bubblewrap is not available"
@@ -117,16 +120,21 @@ def run_process(
                 "without it"
             )
     with contextlib.ExitStack() as cleanup:
+        # everything below is this run's alone (its token, group, report, home), and each
+        # thing is closed or removed once, by the one that made it
         token = secrets.token_hex(8)
         prlimit = _prlimit()
         warnings: list[str] = []
-        info_fd: int | None = None
+        report: InitReport | None = None
         if bwrap is not None:
-            info_read, info_fd = os.pipe()  # bubblewrap reports its init's pid here
-            cleanup.callback(os.close, info_read)
-            cleanup.callback(_close_quietly, info_fd)
+            report = cleanup.enter_context(InitReport())  # bubblewrap says its init's pid here
             boxed = box(
-                fs.mounts, cwd, network=network, executable=bwrap, info_fd=info_fd, views=staging
+                fs.mounts,
+                cwd,
+                network=network,
+                executable=bwrap,
+                info_fd=report.write_end,
+                views=staging,
             )
             warnings += boxed.warnings
             argv = [*boxed.argv, *_limited(prlimit, limits, boxed=True), *command]
@@ -144,7 +152,7 @@ def run_process(
             used = "none"
         # bubblewrap's two processes (its outer one and the namespace's init) are not the
         # command's, but they count in the group
-        group = PidsGroup.create(f"stockade-{token}", limits.max_procs + (2 if bwrap else 0))
+        group = PidsGroup.create(token, limits.max_procs + (2 if bwrap else 0))
         if group is not None:
             cleanup.callback(group.remove)
         # the copy-on-write layers are entered just before bubblewrap, by a launcher that
@@ -172,7 +180,7 @@ def run_process(
             **extra_env,
             RUN_TOKEN: token,
         }
-        run = WatchedRun(
+        outcome = WatchedRun(
             argv,
             environment,
             host_cwd,
@@ -182,13 +190,10 @@ def run_process(
             cancel,
             used,
             group,
-            pass_fds=(info_fd,) if info_fd is not None else (),
+            report=report,
             argv_has_limits=prlimit is not None,
             enter=enter,
-        )
-        if info_fd is not None:
-            run.tree.namespace_init = _namespace_init(info_read, info_fd)
-        outcome = run.wait()
+        ).run()
     # without a box the command could reach the network whatever was asked
     reachable = network if bwrap is not None else True
     return outcome.result(used, reachable, tuple(warnings))
@@ -318,33 +323,6 @@ def _prlimit() -> str | None:
 
 def _path_with_python() -> str:
     return f"{os.path.dirname(sys.executable)}:{SANDBOX_PATH}"
-
-
-def _namespace_init(info_read: int, info_write: int) -> int | None:
-    """The pid of bubblewrap's init, from what ``--info-fd`` reports (None if bubblewrap
-    failed before reporting). bubblewrap writes its report a line at a time, so it is read
-    until the pid has arrived, not in one read (a busy machine split it, and the run then
-    counted bubblewrap's init as a process the command left behind)."""
-    _close_quietly(info_write)  # ours: the pipe ends when bubblewrap's copy closes
-    report = b""
-    deadline = time.monotonic() + 5.0
-    while (found := _CHILD_PID.search(report)) is None:
-        ready, _, _ = select.select([info_read], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            return None
-        try:
-            chunk = os.read(info_read, 4096)
-        except OSError:
-            return None
-        if not chunk:
-            return None  # closed before the pid came: bubblewrap failed
-        report += chunk
-    return int(found.group(1))
-
-
-def _close_quietly(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        os.close(fd)
 
 
 def _shown(command: list[str]) -> str:

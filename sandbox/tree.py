@@ -7,20 +7,25 @@ this skips the machine's older processes: far cheaper than psutil's scan of ever
 and without bubblewrap a process that left the tree is still found by the run's token in its
 environment. Under bubblewrap, killing the namespace's first process (bubblewrap's init, whose
 pid ``--info-fd`` reports) makes the kernel kill everything in the namespace.
+
+Every number killed comes from the run itself: its group's ``cgroup.procs``, its first
+process (whose process group is killed only while that process is not yet reaped, so the
+number cannot belong to anyone else), the processes met in it (killed through psutil, which
+refuses a pid reused since), and bubblewrap's init, accepted only as a child of the first
+process. `sandbox.safe_kill` refuses the rest.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import signal
 import time
 from dataclasses import dataclass
 
 import psutil
 
 from stockade.sandbox.cgroups import PidsGroup
+from stockade.sandbox.safe_kill import kill_group, may_kill
 
 log = logging.getLogger("stockade.sandbox")
 RUN_TOKEN = "STOCKADE_RUN"  # in every run's environment: finds its strays without a box
@@ -45,7 +50,23 @@ class ProcessTree:
         self.boxed = boxed
         self.token = token
         self.seen: dict[int, float] = {}  # pid -> create time: every process met in the run
-        self.namespace_init: int | None = None
+        self._init: psutil.Process | None = None  # bubblewrap's init, once reported
+
+    @property
+    def namespace_init(self) -> int | None:
+        """The pid of bubblewrap's init, once reported (see `set_namespace_init`)."""
+        return self._init.pid if self._init is not None else None
+
+    def set_namespace_init(self, pid: int) -> None:
+        """Take the pid bubblewrap reported for its init, if it is a child of the first process
+        (a report read wrong, or an init gone already, is ignored: the group and the process
+        group still find what is left)."""
+        if not may_kill(pid):
+            return
+        with contextlib.suppress(psutil.Error):
+            init = psutil.Process(pid)
+            if init.ppid() == self.root:
+                self._init = init
 
     # -- finding -----------------------------------------------------------------------------
 
@@ -133,38 +154,34 @@ class ProcessTree:
     # -- killing -----------------------------------------------------------------------------
 
     def kill(self) -> None:
-        """Kill the whole tree now (a limit, a timeout, a cancellation)."""
+        """Kill the whole tree now (a limit, a timeout, a cancellation). Call it before the
+        first process is reaped."""
         self.members()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.root, signal.SIGKILL)
+        kill_group(self.root)
         self._kill_namespace()
         if self.group is not None:
             self.group.kill(wait_s=0)
         for process in self.alive():
-            with contextlib.suppress(psutil.Error):
-                process.kill()
+            _kill(process)
 
     def finish(self, *, wait_s: float = 2.0) -> int:
-        """After the first process is reaped: kill whatever of the run still runs and wait
-        until it is gone (a zombie is gone in every way that matters). Returns how many of the
-        command's processes were still running."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.root, signal.SIGKILL)
+        """After the first process ended, before it is reaped: kill whatever of the run still
+        runs and wait until it is gone (a zombie is gone in every way that matters). Returns
+        how many of the command's processes were still running."""
         if self.group is None and not self.boxed:
             self.members()
             self._strays()
         left = [p for p in self.alive() if p.pid != self.namespace_init]
+        left_pids = {p.pid for p in left}
         if self.group is not None:
-            left_pids = {p.pid for p in left} | set(self.group.pids())
+            left_pids |= set(self.group.pids()) - {self.root}
             left_pids.discard(self.namespace_init or -1)
-            stubborn = self.group.kill(wait_s=wait_s)
-        else:
-            left_pids = {p.pid for p in left}
-            stubborn = []
+        kill_group(self.root)
+        stubborn = self.group.kill(wait_s=wait_s) if self.group is not None else []
+        stubborn = [pid for pid in stubborn if pid != self.root]  # a zombie until it is reaped
         self._kill_namespace()
         for process in left:
-            with contextlib.suppress(psutil.Error):
-                process.kill()
+            _kill(process)
         until = time.monotonic() + wait_s
         while (self.alive() or self._namespace_alive()) and time.monotonic() < until:
             time.sleep(0.001)
@@ -174,17 +191,16 @@ class ProcessTree:
         return len(left_pids)
 
     def _kill_namespace(self) -> None:
-        if self.namespace_init is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self.namespace_init, signal.SIGKILL)
+        if self._init is not None:
+            _kill(self._init)
 
     def _namespace_alive(self) -> bool:
         """Whether bubblewrap's init still runs: it exits only once the kernel has killed
         every process of its namespace."""
-        if self.namespace_init is None:
+        if self._init is None:
             return False
         try:
-            return psutil.Process(self.namespace_init).status() != psutil.STATUS_ZOMBIE
+            return self._init.is_running() and self._init.status() != psutil.STATUS_ZOMBIE
         except psutil.Error:
             return False
 
@@ -200,3 +216,10 @@ class ProcessTree:
             except psutil.Error:
                 continue
         return found
+
+
+def _kill(process: psutil.Process) -> None:
+    """SIGKILL a process met in the run (psutil refuses one whose pid was reused since)."""
+    if may_kill(process.pid):
+        with contextlib.suppress(psutil.Error):
+            process.kill()

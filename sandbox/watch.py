@@ -4,8 +4,11 @@
 its output pipes at once, so it wakes when the process exits, when output arrives, at the
 deadline, or when the tree is due for a look (psutil sums the tree's resident memory, CPU time
 and process count). Past a limit, at the deadline or on cancellation it kills the whole tree
-(``sandbox.tree``); after a normal exit the same cleanup runs. The `Outcome` it returns becomes
-the caller's `ProcessResult`.
+(``sandbox.tree``); after a normal exit the same cleanup runs. The first process is reaped
+last, once the rest is gone: until then its pid and its process group's number cannot be handed
+to anyone else, so killing them cannot hit a stranger. Whatever goes wrong in between (an
+error, an interrupt), the tree is killed and reaped before the error leaves. The `Outcome` it
+returns becomes the caller's `ProcessResult`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 
 from stockade.sandbox.cgroups import PidsGroup
 from stockade.sandbox.errors import SandboxError
+from stockade.sandbox.init_report import InitReport
 from stockade.sandbox.limits import Isolation, KilledReason, Limits, MiB, ProcessResult
 from stockade.sandbox.tree import RUN_TOKEN, ProcessTree
 
@@ -113,7 +117,8 @@ _SIGNALS = frozenset(s.value for s in signal.Signals)
 
 
 class WatchedRun:
-    """One process tree from start to gone."""
+    """One process tree from start to gone: `run` starts it and returns once nothing of it is
+    left, whatever happened in between."""
 
     def __init__(
         self,
@@ -126,28 +131,60 @@ class WatchedRun:
         cancel: threading.Event | None,
         isolation: Isolation,
         group: PidsGroup | None,
-        pass_fds: tuple[int, ...] = (),
+        report: InitReport | None = None,
         argv_has_limits: bool = True,
         enter: Callable[[], None] | None = None,
     ) -> None:
+        self.argv = argv
+        self.env = env
+        self.cwd = cwd
         self.limits = limits
+        self.timeout = timeout
         self.cancel = cancel
-        self.started = time.monotonic()
-        self.deadline = self.started + timeout
+        self.isolation = isolation
+        self.group = group
+        self.report = report
+        self.argv_has_limits = argv_has_limits
+        self.enter = enter
+        self.stdout = Output(limits.output_bytes)
+        self.stderr = Output(limits.output_bytes)
+        self.stdin = stdin
+        self.peak_rss = 0
+        self.cpu_seen = 0.0
+        self.reaped = False
+
+    def run(self) -> Outcome:
+        """Start the command and watch it until it, and everything it started, is gone. On
+        any error or interruption here the tree is killed and reaped before it propagates."""
+        self._start()
+        try:
+            return self._watch()
+        except BaseException:
+            self._abandon()
+            raise
+        finally:
+            for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        pipe.close()  # the pipe's own object: closing it twice closes once
+
+    def _start(self) -> None:
+        pass_fds = (self.report.write_end,) if self.report is not None else ()
+        argv = self.argv
         try:
             self.proc = subprocess.Popen(
                 argv,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdin=subprocess.PIPE if self.stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=env,
-                cwd=cwd,
+                env=self.env,
+                cwd=self.cwd,
                 start_new_session=True,  # its own process group, killed as one
                 close_fds=True,
                 pass_fds=pass_fds,
                 # between fork and exec: the copy-on-write layers are entered (``enter``), and
                 # without prlimit (util-linux) the kernel limits are set
-                preexec_fn=_before_exec(enter, None if argv_has_limits else limits),
+                preexec_fn=_before_exec(self.enter, None if self.argv_has_limits else self.limits),
             )
         except OSError as exc:
             raise SandboxError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
@@ -156,76 +193,79 @@ class WatchedRun:
                 f"cannot start {argv[0]!r}: entering its copy-on-write layers failed ({exc}); "
                 "this kernel may not allow an overlay in a user namespace"
             ) from exc
+        finally:
+            if self.report is not None:
+                self.report.started()
+        self.started = time.monotonic()
+        self.deadline = self.started + self.timeout
         self.pid = self.proc.pid
         self.tree = ProcessTree(
-            self.pid, group=group, boxed=isolation != "none", token=env[RUN_TOKEN]
+            self.pid, group=self.group, boxed=self.isolation != "none", token=self.env[RUN_TOKEN]
         )
-        self.stdout = Output(limits.output_bytes)
-        self.stderr = Output(limits.output_bytes)
-        self.stdin = stdin
-        self.peak_rss = 0
-        self.cpu_seen = 0.0
 
-    def wait(self) -> Outcome:
+    def _watch(self) -> Outcome:
         killed: KilledReason | None = None
-        selector = selectors.DefaultSelector()
         pidfd = os.pidfd_open(self.pid)
         try:
-            out, err = self.proc.stdout, self.proc.stderr
-            assert out is not None
-            assert err is not None
-            streams = {out.fileno(): self.stdout, err.fileno(): self.stderr}
-            for fd in streams:
-                os.set_blocking(fd, False)
-                selector.register(fd, selectors.EVENT_READ)
-            selector.register(pidfd, selectors.EVENT_READ)
-            pending_input = memoryview(self.stdin or b"")
-            if self.proc.stdin is not None:
-                os.set_blocking(self.proc.stdin.fileno(), False)
-                selector.register(self.proc.stdin.fileno(), selectors.EVENT_WRITE)
-            next_look = self.started + FIRST_SAMPLE_S
-            exited = False
-            while not exited and killed is None:
-                now = time.monotonic()
-                if now >= self.deadline:
-                    killed = "timeout"
-                    break
-                if self.cancel is not None and self.cancel.is_set():
-                    killed = "cancelled"
-                    break
-                if now >= next_look:
-                    killed = self.look()
-                    next_look = now + SAMPLE_S
-                    if killed is not None:
+            with selectors.DefaultSelector() as selector:
+                out, err = self.proc.stdout, self.proc.stderr
+                assert out is not None
+                assert err is not None
+                streams = {out.fileno(): self.stdout, err.fileno(): self.stderr}
+                for fd in streams:
+                    os.set_blocking(fd, False)
+                    selector.register(fd, selectors.EVENT_READ)
+                selector.register(pidfd, selectors.EVENT_READ)
+                if self.report is not None:
+                    selector.register(self.report.read_end, selectors.EVENT_READ)
+                pending_input = memoryview(self.stdin or b"")
+                if self.proc.stdin is not None:
+                    os.set_blocking(self.proc.stdin.fileno(), False)
+                    selector.register(self.proc.stdin.fileno(), selectors.EVENT_WRITE)
+                next_look = self.started + FIRST_SAMPLE_S
+                exited = False
+                while not exited and killed is None:
+                    now = time.monotonic()
+                    if now >= self.deadline:
+                        killed = "timeout"
                         break
-                wake = min(self.deadline, next_look) - now
-                if self.cancel is not None:
-                    wake = min(wake, CANCEL_POLL_S)
-                for key, _ in selector.select(max(0.0, wake)):
-                    if key.fd == pidfd:
-                        exited = True
-                    elif key.fd in streams:
-                        self.read(key.fd, streams[key.fd], selector)
-                    else:
-                        pending_input = self.write(pending_input, selector)
-                if self.stdout.total + self.stderr.total > self.limits.drain_bytes:
-                    killed = "output"
-            if killed is not None:
-                self.tree.kill()
-            status, cpu = self.reap()
-            left = self.tree.finish()
-            selector.unregister(pidfd)
-            if not self.drain(streams, selector):
-                # a writer still holds the output open: one that escaped every search
-                left += self.tree.finish()
-                self.drain(streams, selector)
+                    if self.cancel is not None and self.cancel.is_set():
+                        killed = "cancelled"
+                        break
+                    if now >= next_look:
+                        killed = self.look()
+                        next_look = now + SAMPLE_S
+                        if killed is not None:
+                            break
+                    wake = min(self.deadline, next_look) - now
+                    if self.cancel is not None:
+                        wake = min(wake, CANCEL_POLL_S)
+                    for key, _ in selector.select(max(0.0, wake)):
+                        if key.fd == pidfd:
+                            exited = True
+                        elif key.fd in streams:
+                            self.read(key.fd, streams[key.fd], selector)
+                        elif self.report is not None and key.fd == self.report.read_end:
+                            self._take_report(selector)
+                        else:
+                            pending_input = self.write(pending_input, selector)
+                    if self.stdout.total + self.stderr.total > self.limits.drain_bytes:
+                        killed = "output"
+                if killed is not None:
+                    self.tree.kill()
+                # the report is in by now unless bubblewrap failed before it wrote one
+                self._take_report(selector, last=True)
+                selector.unregister(pidfd)
+                # the first process is not reaped until the rest is gone: until then its
+                # number, and its process group's, cannot be anyone else's
+                left = self.tree.finish()
+                if not self.drain(streams, selector):
+                    # a writer still holds the output open: one that escaped every search
+                    left += self.tree.finish()
+                    self.drain(streams, selector)
+                status, cpu = self.reap()
         finally:
-            selector.close()
             os.close(pidfd)
-            for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-                if pipe is not None:
-                    with contextlib.suppress(OSError):
-                        pipe.close()
         return Outcome(
             status=status,
             cpu_s=max(cpu, self.cpu_seen),
@@ -236,6 +276,28 @@ class WatchedRun:
             duration_s=time.monotonic() - self.started,
             left_running=left,
         )
+
+    def _take_report(self, selector: selectors.BaseSelector, *, last: bool = False) -> None:
+        """Read what bubblewrap's report has brought; once it is complete (or at the ``last``
+        look) the report leaves the loop."""
+        report = self.report
+        if report is None or report.read_end not in selector.get_map():
+            return
+        if report.read() or last:
+            selector.unregister(report.read_end)
+        if report.pid is not None:
+            self.tree.set_namespace_init(report.pid)
+
+    def _abandon(self) -> None:
+        """After an error in the watching: kill the tree, reap the first process."""
+        with contextlib.suppress(Exception):
+            self.tree.kill()
+        with contextlib.suppress(Exception):
+            self.tree.finish(wait_s=0.5)
+        if not self.reaped:
+            with contextlib.suppress(OSError):
+                self.proc.kill()  # not reaped yet: the pid is still this child's
+            self.reap()
 
     def look(self) -> KilledReason | None:
         """Sample the tree; the limit it passed, if one."""
@@ -299,7 +361,9 @@ class WatchedRun:
             except InterruptedError:
                 continue
             except ChildProcessError:  # reaped elsewhere (not by us): nothing to report
+                self.reaped = True
                 return 0, 0.0
+            self.reaped = True
             self.proc.returncode = (
                 -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             )

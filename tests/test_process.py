@@ -21,6 +21,7 @@ import hashlib
 import logging
 import os
 import secrets
+import select
 import shutil
 import socket
 import tempfile
@@ -44,6 +45,7 @@ from stockade.sandbox import (
 )
 from stockade.sandbox.bubblewrap import box, python_folders
 from stockade.sandbox.cgroups import PidsGroup
+from stockade.sandbox.init_report import InitReport
 from stockade.sandbox.limits import Limits, MiB, ProcessResult
 from stockade.sandbox.process import IsolationChoice, run_process, run_process_async
 
@@ -307,7 +309,7 @@ def test_unbounded_fork_bomb_whose_first_shell_stays_is_stopped(
     fs: VirtualFS, marks: Callable[[], str]
 ) -> None:
     # only where the kernel bounds it: a pids cgroup, or a user RLIMIT_NPROC binds (not root)
-    probe = PidsGroup.create(f"stockade-probe-{marks()}", 10)
+    probe = PidsGroup.create(secrets.token_hex(8), 10)
     if probe is None and os.geteuid() == 0:
         pytest.skip("root without a writable pids cgroup: nothing in the kernel bounds a bomb")
     if probe is not None:
@@ -915,44 +917,45 @@ def test_exit_code_is_reported(fs: VirtualFS, isolation: IsolationChoice) -> Non
     assert result.stdout == "before\n"
 
 
+def read_report(report: InitReport, limit: float = 5.0) -> None:
+    """Read ``report`` as the watching loop does: whenever its pipe is ready, until done."""
+    deadline = time.monotonic() + limit
+    while not report.read():
+        assert time.monotonic() < deadline, "the report never completed"
+        select.select([report.read_end], [], [], 0.1)
+
+
 def test_bubblewraps_init_pid_is_read_even_when_its_report_arrives_in_pieces() -> None:
     """bubblewrap writes its --info-fd report a line at a time; on a busy machine the first
     read got only part of it, the init's pid was lost, and every boxed run then warned that
     a process (bubblewrap's own init) was left running."""
-    import threading
-    import time
+    with InitReport() as report:
+        theirs = os.dup(report.write_end)  # bubblewrap's copy
+        report.started()  # ours is closed once bubblewrap has started
 
-    from stockade.sandbox.process import _namespace_init
+        def bubblewrap() -> None:
+            for piece in (b"{\n", b'    "child-pid": 12', b"345", b",\n", b'    "x": 1\n}\n'):
+                os.write(theirs, piece)
+                time.sleep(0.02)
+            os.close(theirs)
 
-    read_end, write_end = os.pipe()
-    ours = os.dup(write_end)  # _namespace_init closes its own copy, as after spawning
-
-    def bubblewrap() -> None:
-        for piece in (b"{\n", b'    "child-pid": 12', b"345", b",\n", b'    "x": 1\n}\n'):
-            os.write(ours, piece)
-            time.sleep(0.02)
-        os.close(ours)
-
-    writer = threading.Thread(target=bubblewrap)
-    writer.start()
-    try:
-        assert _namespace_init(read_end, write_end) == 12345
-    finally:
-        writer.join()
-        os.close(read_end)
+        writer = threading.Thread(target=bubblewrap)
+        writer.start()
+        try:
+            read_report(report)
+        finally:
+            writer.join()
+        assert report.pid == 12345
 
 
 def test_no_init_pid_when_bubblewrap_closes_its_report_early() -> None:
-    from stockade.sandbox.process import _namespace_init
-
-    read_end, write_end = os.pipe()
-    ours = os.dup(write_end)
-    os.write(ours, b'{\n    "child-pid": 4')
-    os.close(ours)
-    try:
-        assert _namespace_init(read_end, write_end) is None
-    finally:
-        os.close(read_end)
+    with InitReport() as report:
+        theirs = os.dup(report.write_end)
+        report.started()
+        os.write(theirs, b'{\n    "child-pid": 4')
+        os.close(theirs)
+        read_report(report)
+        assert report.pid is None
 
 
 @pytest.mark.usefixtures("needs_bubblewrap")
