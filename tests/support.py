@@ -23,6 +23,18 @@ async def until(predicate: Callable[[], object], limit: float = 5.0) -> None:
             await asyncio.sleep(0.002)
 
 
+async def listening(port: int, *, tries: int = 100, pause: float = 0.1) -> None:
+    """Wait until something accepts connections on loopback ``port`` (a server starting)."""
+    for _ in range(tries):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(pause)
+        else:
+            writer.close()
+            return
+
+
 async def collect(engine: Engine, call: ToolCall) -> list[ToolChunk]:
     """Every chunk of a streamed call, closing the stream properly."""
     chunks: list[ToolChunk] = []

@@ -17,6 +17,7 @@ import mcp_types as types
 import psutil
 import pytest
 from mcp import Client, StdioServerParameters
+from support import listening
 
 from stockade.engine import Engine, Toolkit, tool
 from stockade.engine.builtin.shell import add_shell_tools
@@ -335,13 +336,7 @@ async def test_serves_streamable_http_on_loopback(project: Path) -> None:
         stderr=subprocess.PIPE,
     )
     try:
-        for _ in range(100):
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            except OSError:
-                await asyncio.sleep(0.1)
+        await listening(port)
         async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
             read = await client.call_tool("read_text_file", {"path": "notes.txt"})
             escape = await client.call_tool("read_text_file", {"path": "/etc/passwd"})

@@ -11,6 +11,18 @@ the client supports it (asked mid-call on handshake-era connections; as an
 ``InputRequiredResult`` that the client answers by calling again on 2026-07-28 connections),
 and is denied otherwise. When a call changes which tools are active (the ``reset_tools`` meta
 tool), handshake-era clients are told that the tool list changed.
+
+A client that goes away mid-call cancels the call: the engine records it as cancelled and kills
+the command's processes. Over stdio the SDK ends the session when stdin closes, which cancels
+what is in flight. Over streamable HTTP the SDK cancels a 2026-07-28 request itself when its
+connection closes (it watches for the ASGI ``http.disconnect`` while the handler runs), but not
+a handshake-era one: that is handled in its session, which outlives the connection that carried
+it (the client may come back with the session id; an unused session is dropped only after its
+idle timeout), so the SDK closes the request's response stream and lets the handler run on,
+answering into nothing. `DisconnectCancels` does for handshake-era requests what the SDK does
+for 2026-07-28 ones, as a server middleware (the SDK's hook around every handler), with the
+request the SDK hands it. The server keeps no event store, so a closed stream cannot be resumed
+and nobody is left to take the answer.
 """
 
 from __future__ import annotations
@@ -23,10 +35,16 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http import REQUEST_CANCELLED
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.types import Receive
 
 from stockade.engine.content import ImageBlock, TextBlock
 from stockade.engine.errors import CallError, PermissionDeniedError
@@ -89,6 +107,7 @@ class McpService:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
+        self.server.middleware.append(DisconnectCancels())
 
     # -- serving -----------------------------------------------------------------------------
 
@@ -190,6 +209,45 @@ class McpService:
                 f"not approved: asking the client failed ({type(exc).__name__}: {exc})"
             ) from None
         return _approved(reply)
+
+
+class DisconnectCancels:
+    """Server middleware: a handshake-era request that came over HTTP is cancelled when the
+    connection that carried it closes (the module's docstring says why the SDK leaves this to
+    us). Notifications (answered with a 202 before they are handled, so their connection may
+    be gone already), requests that came another way, and 2026-07-28 ones (the SDK watches
+    those itself) pass through untouched."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+        request = ctx.request
+        if ctx.request_id is None or _modern(ctx) or not isinstance(request, Request):
+            return await call_next(ctx)
+        answered: list[HandlerResult] = []
+        failed: list[Exception] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(_cancel_on_disconnect, request.receive, group.cancel_scope)
+            try:
+                answered.append(await call_next(ctx))
+            except Exception as exc:  # re-raised bare below: out of the group it would come
+                failed.append(exc)  # wrapped in an ExceptionGroup, which the SDK cannot answer
+            group.cancel_scope.cancel()  # answered: stop watching
+        if failed:
+            raise failed[0]
+        if not answered:  # the connection closed first and the handler was cancelled
+            raise MCPError(
+                code=REQUEST_CANCELLED,
+                message=f"{ctx.method} cancelled: the client's connection closed before the answer",
+            )
+        return answered[0]
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    # the request's body was read before it was dispatched, so what comes next is the
+    # disconnect (also sent once the response is complete, by which time nothing is watching);
+    # uvicorn gives it to every receiver, so the response stream's own watch sees it too
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
 
 
 def to_mcp_result(result: ToolResult) -> types.CallToolResult:
