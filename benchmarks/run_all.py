@@ -8,12 +8,13 @@ from one run, in one table.
     pip install -e '.[bench]'               # adds the peers: AgentScope, toolwarden, tollgate
 
 It runs the measurements of the other scripts in this folder one after another in this process
-(bench_engine, bench_observability, bench_policy, bench_vfs, bench_process, bench_layers,
-bench_import, bench_peers), saying on stderr which part is being measured, and prints one row
-per figure: its value, the baseline it is compared with (measured in the same run, by the same
-script), the ratio of the two, and the target where there is one. How each figure is taken is
-in the docstring of its script. A call measured by two parts (``Engine.call`` is) differs
-between them by noise and by what it alternates with: compare figures within a part.
+(bench_engine, bench_observability, bench_audit, bench_policy, bench_formats, bench_vfs,
+bench_process, bench_layers, bench_import, bench_peers), saying on stderr which part is being
+measured, and prints one row per figure: its value, the baseline it is compared with
+(measured in the same run, by the same script), the ratio of the two, and the target where
+there is one. How each figure is taken is in the docstring of its script. A call measured by
+two parts (``Engine.call`` is) differs between them by noise and by what it alternates with:
+compare figures within a part.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
+import bench_audit
 import bench_engine
+import bench_formats
 import bench_import
 import bench_layers
 import bench_observability
@@ -207,6 +210,23 @@ def layers(quick: bool) -> Rows:
     ]  # fmt: skip
 
 
+def standard(part: str, found: Rows) -> Rows:
+    """Rows of a script that already gives the table's fields (value, unit, baseline ...)."""
+    return [
+        row(part, r["measure"], r["value"], r["unit"], r["baseline"], r["baseline_value"],
+            r["ratio"], r["target"], r["meets_target"], r["note"])
+        for r in found
+    ]  # fmt: skip
+
+
+def audit(quick: bool) -> Rows:
+    return standard("audit", bench_audit.run(quick))
+
+
+def formats(quick: bool) -> Rows:
+    return standard("formats", bench_formats.run(quick))
+
+
 # Stockade's µs-scale figures go first, on a small heap. The peers go last: importing them
 # (AgentScope brings openai, anthropic, mcp ...) multiplies the objects every full garbage
 # collection walks, which would weigh on the figures measured after it; within their own part
@@ -214,7 +234,9 @@ def layers(quick: bool) -> Rows:
 PARTS: list[tuple[str, Callable[[bool], Rows]]] = [
     ("engine call overhead (bench_engine)", engine),
     ("audit and span overhead (bench_observability)", observability),
+    ("audit durability under 1,000 concurrent calls (bench_audit)", audit),
     ("policy decisions at 10 and 10,000 rules (bench_policy)", policy),
+    ("the XML tool-call reader as its input doubles (bench_formats)", formats),
     ("VFS reads, writes and listing (bench_vfs)", vfs),
     ("process start and kill, with and without bubblewrap (bench_process)", process),
     ("commands on copy-on-write layers and their read masks (bench_layers)", layers),

@@ -9,7 +9,7 @@ validated boundary to JSON.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -26,6 +26,35 @@ from stockade.policies import Decision, Effect
 
 Status = Literal["ok", "error", "denied", "timeout", "cancelled", "pending"]
 STATUSES: tuple[Status, ...] = ("ok", "error", "denied", "timeout", "cancelled", "pending")
+
+
+def escaped(text: str) -> str:
+    """``text`` with any lone surrogate (as a file name of undecodable bytes reads) written as
+    a backslash escape, so that it can be encoded as UTF-8: logged, written to the audit log,
+    put on a span, sent as JSON."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
+
+
+def printable(value: object, render: Callable[[object], str] = str) -> str:
+    """``render(value)`` (``str`` by default) made safe to show: a value whose rendering
+    raises is shown by its repr, then by its type alone, and lone surrogates are escaped. For
+    what tools hand the engine (exceptions, warnings, metadata), which may be hostile: this
+    never raises (a ``str()`` raising even KeyboardInterrupt is the value's fault, not a reason
+    to stop)."""
+    for attempt in (render, repr):
+        try:
+            text = attempt(value)
+        except BaseException:  # any failure means: try the next way
+            continue
+        if isinstance(text, str):  # a __str__ may return a str subclass, or lie
+            return escaped(str.__str__(text))
+    return f"<{escaped(type(value).__name__)} that cannot be shown>"
 
 
 def new_call_id() -> str:
@@ -86,8 +115,13 @@ class ErrorInfo:
 
     @classmethod
     def of(cls, exc: BaseException) -> ErrorInfo:
-        """Describe an exception, falling back to its repr when it has no message."""
-        return cls(type(exc).__name__, str(exc) or repr(exc))
+        """Describe an exception, falling back to its repr when it has no message. Never
+        raises: an exception whose ``str()`` fails, or whose text holds lone surrogates, is
+        described as `printable` renders it."""
+        message = printable(exc)
+        if not message:
+            message = printable(exc, repr)
+        return cls(escaped(type(exc).__name__), message)
 
 
 @dataclass(slots=True, frozen=True)

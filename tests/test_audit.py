@@ -41,7 +41,7 @@ import pytest
 from stockade.engine import Engine, ToolCall, Toolkit, ToolResult, tool
 from stockade.engine.builtin.files import add_file_tools
 from stockade.engine.observe import AuditError, AuditLog, read_audit, verify_audit
-from stockade.engine.observe._audit_chain import GENESIS
+from stockade.engine.observe._audit_tail import GENESIS
 from stockade.policies import Policy
 from stockade.sandbox import Mount, VirtualFS
 

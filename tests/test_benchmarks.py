@@ -123,6 +123,16 @@ def test_observability_benchmark_quick_run_reports_the_four_ways_and_a_verified_
     assert rows["Engine.call"]["audit_verified"] is True
 
 
+def test_audit_benchmark_quick_run_compares_fsync_with_batch_on_verified_logs() -> None:
+    (row,) = quick_json("bench_audit.py")
+    assert row["measure"] == "1,000 concurrent calls, audit durability fsync"
+    assert row["value"] > 0
+    assert row["baseline_value"] > 0
+    assert row["target"] == "<= 2x"
+    assert isinstance(row["meets_target"], bool)
+    assert "every log verified" in row["note"]
+
+
 PEERS = {
     "agentscope": ["AgentScope Toolkit.call_tool", "AgentScope, as its agent calls"],
     "toolwarden": ["toolwarden Gate.wrap guard", "toolwarden + audit line"],
@@ -166,8 +176,8 @@ def test_run_all_quick_run_prints_every_figure_in_one_table_with_progress() -> N
     )
     assert done.returncode == 0, done.stderr
     # progress goes to stderr, part by part, so that the JSON on stdout stays parseable
-    assert "[1/8]" in done.stderr
-    assert "[8/8]" in done.stderr
+    assert "[1/10]" in done.stderr
+    assert "[10/10]" in done.stderr
     rows = {r["measure"]: r for r in json.loads(done.stdout)}
     stockade = [
         "Stockade Engine.call",
@@ -181,7 +191,9 @@ def test_run_all_quick_run_prints_every_figure_in_one_table_with_progress() -> N
         "Engine.call with audit (batched)",
         "Engine.call with a span (in-memory exporter)",
         "Engine.call with audit and a span",
+        "1,000 concurrent calls, audit durability fsync",
         "decision, 10,000 rules (compiled, uncached)",
+        "well-formed calls, 2x (150 KB)",
         "decision, 10,000 rules against 10 rules",
         "VirtualFS read 4 KiB",
         "VirtualFS write 4 KiB, atomic",
@@ -221,3 +233,31 @@ def test_run_all_quick_run_prints_every_figure_in_one_table_with_progress() -> N
             else:
                 assert r["value"] is None, r
                 assert r["note"] == NOT_INSTALLED, r
+
+
+FORMAT_MEASURES = [
+    "well-formed calls, 1x (75 KB)",
+    "well-formed calls, 2x (150 KB)",
+    "well-formed calls, 4x (300 KB)",
+    '"<tool_call>" * N, 1x (69 KB)',
+    '"<tool_call>" * N, 2x (138 KB)',
+    '"<tool_call>" * N, 4x (275 KB)',
+]
+
+
+def test_formats_benchmark_quick_run_reports_each_size_against_the_smallest() -> None:
+    rows = quick_json("bench_formats.py")
+    assert [r["measure"] for r in rows] == FORMAT_MEASURES
+    for r in rows:
+        assert r["value"] > 0, r
+        assert r["unit"] == "ms", r
+        assert r["baseline_value"] > 0, r  # the 1x figure of the same input, in the same run
+        assert r["ratio"] > 0, r
+        assert r["note"], r
+    for first in (rows[0], rows[3]):
+        assert first["baseline"] == first["measure"]
+        assert first["target"] == "-"
+        assert first["meets_target"] is None
+    targets = [r["target"] for r in rows]
+    assert targets == ["-", "<= 2.5x", "<= 5x"] * 2
+    assert all(isinstance(r["meets_target"], bool) for r in rows if r["target"] != "-")

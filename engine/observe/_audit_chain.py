@@ -1,82 +1,60 @@
 """The chain of an audit log's file: numbering, chaining, sealing and writing records, rotating
-the file, keeping its seal (the chain's head, apart from the log: see ``audit_log``), and finding
-where the chain stands when a log is opened again.
+the file, and keeping the chain whole when anything fails.
 
 `Chain` owns the file descriptors and the state of the chain, and nothing else: the `AuditLog`
 in front of it can be collected, and its finaliser still writes what is waiting (see
-``audit_log``).
+``audit_log``). What it promises:
+
+* A record waits in ``pending`` until it is on disk: a write that fails (a full disk) leaves
+  every record waiting and the file cut back to where it was, so no half record is ever
+  followed by another. The chain is then *failing*: said loudly once, refused to new calls
+  (`AuditLog.admit`), retried by the writer thread, and, once the log can be written again,
+  recorded in an ``audit_unwritable`` record before the records that waited.
+* Many processes may write one log: each write holds an exclusive lock on the seal (whose
+  file, unlike the log's, never rotates) and first catches up with what the others wrote,
+  so the chain stays one chain.
+* In ``fsync`` mode records that arrive while one fsync runs are written and fsynced together
+  by the next (group commit); each `append` gets the ticket of the write that will carry its
+  record.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
-import json
 import logging
 import os
-import re
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
+from itertools import islice
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
-
-from stockade.errors import StockadeError
+from stockade.engine.observe._audit_json import dumps
+from stockade.engine.observe._audit_seal import (
+    ROTATED,
+    SEAL_SIZE,
+    Head,
+    check_seal,
+    rotated_files,
+)
+from stockade.engine.observe._audit_tail import AuditError, read_tail, torn_record
 
 log = logging.getLogger("stockade.audit")
 
 Durability = Literal["batch", "fsync"]
-GENESIS = "0" * 64
-HASH_TAIL = re.compile(rb',"hash":"([0-9a-f]{64})"\}$')
-_ROTATED = re.compile(r"\.(\d{6})$")
+MAX_WAITING = 100_000  # records kept in memory while the log cannot be written
 _SHA256 = hashlib.sha256()  # never updated: copied for each record
-SEAL_SUFFIX = ".seal"
-_SEAL_SIZE = 160  # bytes with the newline: a seal is padded to this, so it is rewritten whole
-_SEAL = re.compile(rb'^\{"stockade_audit_seal":1,"seq":(\d+),"hash":"([0-9a-f]{64})"\} *\n?$')
-
-
-class AuditError(StockadeError):
-    """The audit log cannot be opened or written; the message names the file and what to do."""
-
-
-@dataclass(frozen=True, slots=True)
-class Head:
-    """Where a chain stands: its last record's number and hash."""
-
-    seq: int
-    hash: str
-
-
-def seal_path(log: Path) -> Path:
-    """Where the seal of ``log`` is kept unless told otherwise: beside it, ``<name>.seal``."""
-    return log.with_name(log.name + SEAL_SUFFIX)
-
-
-def read_seal(path: Path) -> Head | None:
-    """The head a seal names, or None when there is no seal. Raises AuditError for a seal that
-    cannot be read or is not one."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise AuditError(f"cannot read the audit log's seal {path}: {exc.strerror}") from exc
-    found = _SEAL.match(data)
-    if found is None:
-        raise AuditError(
-            f"the audit log's seal {path} is damaged: it does not hold a Stockade seal, so "
-            "something other than Stockade changed it"
-        )
-    return Head(int(found.group(1)), found.group(2).decode())
 
 
 class Chain:
     """One audit log file and its chain: records wait in ``pending`` (a deque: appends and pops
-    are atomic, so no lock on the hot path) and the lock makes one writer at a time own the
-    chain and the file."""
+    are atomic, so no lock on the batch mode's hot path) and ``lock`` makes one writer at a time
+    in this process own the chain and the file (the seal's lock, one across processes)."""
 
     def __init__(
         self, path: Path, *, durability: Durability, rotate_bytes: int, seal: Path
@@ -88,13 +66,15 @@ class Chain:
         self.lock = threading.Lock()
         self.pending: deque[Mapping[str, Any]] = deque()
         self.closed = False
-        self.failing = False
+        self.failure: str | None = None  # why the log cannot be written now
+        self._failed_at = 0.0
+        self._dropped = 0  # records refused while failing, past MAX_WAITING
         self._seal_failing = False
+        self._tickets = threading.Lock()  # fsync mode: a record and its ticket go together
+        self.ticket: Future[None] = Future()
+        self._seq, self._prev, self._size = 0, "", 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._seq, self._prev, partial = _tail(self.path)
-            # a log that does not reach its seal is evidence: never chain on over it
-            check_seal(self.path, seal, Head(self._seq, self._prev), partial)
             self.seal.parent.mkdir(parents=True, exist_ok=True)
             self._seal_fd = os.open(self.seal, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
@@ -103,31 +83,71 @@ class Chain:
                 "check the folder exists and is writable, or give another path"
             ) from exc
         try:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with self._file_lock():
+                tail = read_tail([*rotated_files(self.path), self.path])
+                # a log that does not reach its seal is evidence: never chain on over it
+                check_seal(self.path, seal, Head(tail.seq, tail.hash), tail.torn)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                self._size = os.fstat(self._fd).st_size
+                self._seq, self._prev = tail.seq, tail.hash
+                self._seal_head(tail.seq, tail.hash.encode())  # a log from before seals: one
+                if tail.torn is not None:
+                    self._cut_torn(tail.torn)
         except OSError as exc:
             os.close(self._seal_fd)
             raise AuditError(
                 f"cannot open the audit log {self.path}: {exc.strerror}; check the folder "
                 "exists and is writable, or give another path"
             ) from exc
-        self._size = os.fstat(self._fd).st_size
-        self._seal_head(self._seq, self._prev.encode())  # a log from before seals gets one
-        if partial is not None:
-            self._recover(partial)
+        except BaseException:
+            os.close(self._seal_fd)
+            raise
 
     def head(self) -> Head:
         """Where the chain stands: its last written record's number and hash."""
         with self.lock:
             return Head(self._seq, self._prev)
 
+    # -- taking records ----------------------------------------------------------------------
+
+    def append(self, entry: Mapping[str, Any]) -> Future[None] | None:
+        """Keep ``entry`` until it is written; in fsync mode, the ticket of the write that will
+        carry it. Refused when closed, or past `MAX_WAITING` while the log cannot be written."""
+        if self.closed:
+            raise AuditError(f"the audit log {self.path} is closed; open a new AuditLog")
+        if self.failure is not None and len(self.pending) >= MAX_WAITING:
+            self._dropped += 1
+            raise AuditError(self._failing_message())
+        if self.durability == "batch":
+            self.pending.append(entry)
+            return None
+        with self._tickets:
+            self.pending.append(entry)
+            return self.ticket
+
+    def admit(self) -> None:
+        """Raise AuditError while the log cannot be written (a call must not run unrecorded)."""
+        if self.failure is not None:
+            raise AuditError(self._failing_message())
+
+    def _failing_message(self) -> str:
+        return (
+            f"the audit log {self.path} cannot be written ({self.failure}), so no call is "
+            "admitted until it can: free space or fix the file; the records waiting are kept"
+        )
+
+    # -- writing -----------------------------------------------------------------------------
+
     def write_waiting(self) -> None:
-        """Write what is waiting now, unless closed (takes the lock)."""
+        """Write what is waiting now, unless closed (takes the lock). Never raises for the
+        file's fault: a failure is the chain's state (``failure``) until a write succeeds."""
         with self.lock:
             if self.pending and not self.closed:
                 self._write_pending()
 
     def close(self) -> None:
-        """Write what is waiting and close the file. Safe to call twice, and from a finaliser."""
+        """Write what is waiting and close the file. Safe to call twice, and from a finaliser.
+        Records that still cannot be written are reported (they are lost with the process)."""
         with self.lock:
             if self.closed:
                 return
@@ -136,52 +156,105 @@ class Chain:
             self.closed = True
             if self.pending:  # appended by another thread while the first write ran
                 self._write_pending()
+            if self.pending:
+                log.error(
+                    "%d audit records could not be written to %s before it was closed: %s",
+                    len(self.pending), self.path, self.failure,
+                )  # fmt: skip
+            self.ticket.set_exception(AuditError(f"the audit log {self.path} was closed"))
             os.close(self._fd)
             os.close(self._seal_fd)
 
     def _write_pending(self) -> None:
-        """Number, chain, seal and write the waiting records as one write (lock held). Each
-        line is ``{"seq":..,"prev":..,<entry>,"hash":..}``, the hash being the sha256 of the
-        line without it; the head is formatted rather than merged into a new dict, and the
-        loop is written out, because it runs for every record."""
-        pending = self.pending
-        seq, prev = self._seq, self._prev.encode()
-        lines: list[bytes] = []
-        add, dumps, fresh = lines.append, _dumps, _SHA256.copy
-        # as many as are waiting now; what others append meanwhile waits for the next write
-        for _ in range(len(pending)):
-            seq += 1
-            body = b'{"seq":%d,"prev":"%s",%s' % (
-                seq,
-                prev,
-                dumps(pending.popleft())[1:-1],
-            )
-            digest = fresh()  # a copy of a ready sha256 is cheaper than a new one (OpenSSL 3)
-            digest.update(body)
-            digest.update(b"}")
-            prev = digest.hexdigest().encode()
-            add(b'%s,"hash":"%s"}\n' % (body, prev))
-        out = b"".join(lines)
+        """Number, chain, seal and write the waiting records as one write (lock held); on
+        success they leave ``pending``, on failure they stay and the file is cut back."""
+        if self.durability == "fsync":
+            with self._tickets:
+                count, ticket = len(self.pending), self.ticket
+                self.ticket = Future()
+        else:
+            count, ticket = len(self.pending), None
+        if self.failure is not None:
+            count += 1
+            self.pending.appendleft(self._unwritable_record())
+        bodies = [dumps(entry)[1:-1] for entry in islice(self.pending, count)]
         try:
-            _write_all(self._fd, out)
-            if self.durability == "fsync":
-                os.fsync(self._fd)
-        except OSError as exc:
-            raise AuditError(
-                f"cannot write the audit log {self.path}: {exc.strerror}; the calls are not "
-                "recorded until it is writable again"
-            ) from exc
-        self._seq, self._prev = seq, prev.decode()
-        self._seal_head(seq, prev)
-        self._size += len(out)
-        if self._size >= self.rotate_bytes:
-            try:
-                self._rotate()
-            except OSError as exc:
-                raise AuditError(
-                    f"cannot rotate the audit log {self.path}: {exc.strerror}; records go on "
-                    "into it until it can be"
-                ) from exc
+            with self._file_lock():
+                self._catch_up()
+                out, seq, prev = _chained(bodies, self._seq, self._prev.encode())
+                try:
+                    _write_all(self._fd, out)
+                    if self.durability == "fsync":
+                        os.fsync(self._fd)
+                except OSError:
+                    os.ftruncate(self._fd, self._size)  # never half a record before the next
+                    raise
+                self._seq, self._prev = seq, prev.decode()
+                self._size += len(out)
+                self._seal_head(seq, prev)
+                if self._size >= self.rotate_bytes:
+                    self._rotate()
+        except (OSError, AuditError) as exc:
+            self._failed(exc)
+            if ticket is not None:
+                ticket.set_exception(AuditError(self._failing_message()))
+            return
+        for _ in range(count):
+            self.pending.popleft()
+        if self.failure is not None:
+            log.warning("the audit log %s is written again", self.path)
+            self.failure, self._dropped = None, 0
+        if ticket is not None:
+            ticket.set_result(None)
+
+    def _failed(self, exc: OSError | AuditError) -> None:
+        if self.failure is not None:
+            self.pending.popleft()  # the audit_unwritable record: made again on the next try
+        else:
+            self._failed_at = time.time()
+            log.error(
+                "cannot write the audit log %s: %s; calls are refused until it can be written",
+                self.path, _why(exc),
+            )  # fmt: skip
+        self.failure = _why(exc)
+
+    def _unwritable_record(self) -> dict[str, Any]:
+        return {
+            "kind": "audit_unwritable",
+            "time": time.time(),
+            "since": self._failed_at,
+            "error": self.failure,
+            "dropped": self._dropped,
+        }
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """The lock every process writing this log takes around each write (on the seal: the
+        log's own file is renamed away when it rotates)."""
+        fcntl.flock(self._seal_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._seal_fd, fcntl.LOCK_UN)
+
+    def _catch_up(self) -> None:
+        """Under the file lock: follow what other processes did since this one last wrote (a
+        rotation, records, a torn record of one that died mid-write)."""
+        try:
+            moved = not os.path.samestat(os.fstat(self._fd), os.stat(self.path))
+        except FileNotFoundError:
+            moved = True
+        if moved:
+            os.close(self._fd)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._size = -1
+        size = os.fstat(self._fd).st_size
+        if size == self._size:
+            return
+        tail = read_tail([*rotated_files(self.path), self.path])
+        self._seq, self._prev, self._size = tail.seq, tail.hash, size
+        if tail.torn is not None:  # one that died mid-write
+            self._cut_torn(tail.torn)
 
     def _seal_head(self, seq: int, digest: bytes) -> None:
         """Rewrite the seal in place with the chain's head (after the log: a crash between the
@@ -189,7 +262,7 @@ class Chain:
         once, and does not fail the records the log did keep."""
         body = b'{"stockade_audit_seal":1,"seq":%d,"hash":"%s"}' % (seq, digest)
         try:
-            os.pwrite(self._seal_fd, body.ljust(_SEAL_SIZE - 1) + b"\n", 0)
+            os.pwrite(self._seal_fd, body.ljust(SEAL_SIZE - 1) + b"\n", 0)
         except OSError as exc:
             if not self._seal_failing:
                 log.error("cannot write the audit log's seal %s: %s", self.seal, exc.strerror)
@@ -198,144 +271,55 @@ class Chain:
             self._seal_failing = False
 
     def _rotate(self) -> None:
-        os.close(self._fd)
         numbers = [
-            int(m.group(1)) for p in rotated_files(self.path) if (m := _ROTATED.search(p.name))
+            int(m.group(1)) for p in rotated_files(self.path) if (m := ROTATED.search(p.name))
         ]
         target = self.path.with_name(f"{self.path.name}.{max(numbers, default=0) + 1:06d}")
-        os.rename(self.path, target)
+        try:
+            os.rename(self.path, target)
+        except OSError as exc:  # the records were written: go on in this file, say so once
+            log.error("cannot rotate the audit log %s: %s", self.path, exc.strerror)
+            return
+        os.close(self._fd)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._size = 0
 
-    def _recover(self, partial: bytes) -> None:
-        """A half-written last line (a crash mid-write) is cut off and kept, as text, in a
-        ``recovered`` record, so the chain goes on and nothing is hidden."""
-        os.ftruncate(self._fd, self._size - len(partial))
-        self._size -= len(partial)
-        self.pending.append(
-            {
-                "kind": "recovered",
-                "time": time.time(),
-                "partial_line": partial.decode("utf-8", "replace"),
-            }
-        )
-        self._write_pending()
+    def _cut_torn(self, torn: bytes) -> None:
+        """Under the file lock: cut off a torn tail (a crash mid-write, or the zeros a lost
+        power left) and keep it, as text, in a ``recovered`` record, so the chain goes on and
+        nothing is hidden."""
+        os.ftruncate(self._fd, self._size - len(torn))
+        self._size -= len(torn)
+        body = dumps({"kind": "recovered", "time": time.time(), **torn_record(torn)})
+        out, seq, prev = _chained([body[1:-1]], self._seq, self._prev.encode())
+        _write_all(self._fd, out)
+        self._seq, self._prev, self._size = seq, prev.decode(), self._size + len(out)
+        self._seal_head(seq, prev)
 
 
-def missing(have: int, sealed: int) -> str:
-    """``records 5..9 are missing`` (or ``record 5 is missing``)."""
-    if sealed == have + 1:
-        return f"record {sealed} is missing"
-    return f"records {have + 1}..{sealed} are missing"
+def _chained(bodies: list[bytes], seq: int, prev: bytes) -> tuple[bytes, int, bytes]:
+    """The lines of records whose JSON bodies (without braces) are ``bodies``, after record
+    ``seq`` of hash ``prev``: each ``{"seq":..,"prev":..,<body>,"hash":..}``, the hash being
+    the sha256 of the line without it. Returns the lines, the last seq and the last hash. The
+    loop is written out, because it runs for every record."""
+    lines: list[bytes] = []
+    add, fresh = lines.append, _SHA256.copy
+    for body in bodies:
+        seq += 1
+        line = b'{"seq":%d,"prev":"%s",%s' % (seq, prev, body)
+        digest = fresh()  # a copy of a ready sha256 is cheaper than a new one (OpenSSL 3)
+        digest.update(line)
+        digest.update(b"}")
+        prev = digest.hexdigest().encode()
+        add(b'%s,"hash":"%s"}\n' % (line, prev))
+    return b"".join(lines), seq, prev
 
 
-def check_seal(path: Path, seal: Path, head: Head, partial: bytes | None) -> None:
-    """Raise AuditError when the log at ``path``, whose chain ends at ``head``, does not reach
-    what its seal says was written (truncated, emptied, deleted) or is not what was sealed
-    (rewritten). A seal behind the log is no alarm when the sealed record is still there (a
-    crash between the two writes); nor is the sealed last record half on disk (a machine
-    crash, where nothing was fsynced)."""
-    sealed = read_seal(seal)
-    if sealed is None or sealed == head:
-        return
-    what = "deleted or emptied" if head.seq == 0 else "truncated"
-    keep = (
-        "It is left as it is: check it with `stockade audit verify`, move the log and its seal "
-        "aside to keep them, and start again"
-    )
-    if sealed.seq > head.seq:
-        if partial is not None and sealed.seq == head.seq + 1:
-            return
-        raise AuditError(
-            f"the audit log {path} ends at record {head.seq}, but its seal {seal} says "
-            f"{sealed.seq} were written: {missing(head.seq, sealed.seq)} (the log was {what}). "
-            + keep
-        )
-    if sealed.seq == head.seq or hash_at(path, sealed.seq) != sealed.hash:
-        raise AuditError(
-            f"record {sealed.seq} of the audit log {path} is not the record its seal {seal} "
-            f"names: the log was rewritten. {keep}"
-        )
-
-
-def hash_at(path: Path, seq: int) -> str | None:
-    """The hash of record ``seq`` of the log (its rotated files too), or None if it has none."""
-    prefix = b'{"seq":%d,' % seq
-    for current in [*rotated_files(path), path]:
-        if not current.exists():
-            continue
-        with current.open("rb") as handle:
-            for line in handle:
-                if line.startswith(prefix):
-                    found = HASH_TAIL.search(line.rstrip(b"\n"))
-                    return found.group(1).decode() if found else None
-    return None
+def _why(exc: OSError | AuditError) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 
 
 def _write_all(fd: int, data: bytes | bytearray) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def _tail(path: Path) -> tuple[int, str, bytes | None]:
-    """Where the chain stands at the end of ``path`` and its rotated files: the last seq, the
-    last hash, and a half-written last line of ``path`` (a crash mid-write), if any. Raises
-    AuditError for a file that is not a Stockade audit log."""
-    partial: bytes | None = None
-    for current in reversed([*rotated_files(path), path]):
-        if not current.exists():
-            continue
-        data = _read_end(current)
-        if current == path and data and not data.endswith(b"\n"):
-            cut = data.rfind(b"\n") + 1
-            partial, data = data[cut:], data[:cut]
-            if not partial.startswith(b'{"seq":'):
-                raise AuditError(
-                    f"{current} does not end in a Stockade audit record; it was not written "
-                    "by Stockade or was damaged: run verify_audit on it, and use another path"
-                )
-        lines = data.splitlines()
-        if not lines:
-            continue  # nothing complete here (new, or only a half line): look further back
-        try:
-            record = orjson.loads(lines[-1])
-            return int(record["seq"]), str(record["hash"]), partial
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            raise AuditError(
-                f"{current} does not end in a Stockade audit record; it was not written by "
-                "Stockade or was damaged: run verify_audit on it, and use another path"
-            ) from None
-    return 0, GENESIS, partial
-
-
-def _read_end(path: Path, size: int = 1 << 20) -> bytes:
-    with path.open("rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        end = handle.tell()
-        handle.seek(max(0, end - size))
-        return handle.read()
-
-
-def _dumps(entry: Mapping[str, Any]) -> bytes:
-    """A record as JSON, whatever it holds: what orjson cannot write (an integer past 64 bits,
-    nesting past 254 levels) goes through the standard library, and what nothing can write is
-    kept as its text, so one odd record never costs the ones around it."""
-    try:
-        return orjson.dumps(entry, default=str)
-    except (TypeError, orjson.JSONEncodeError):
-        pass
-    try:
-        return json.dumps(entry, default=str, ensure_ascii=False, separators=(",", ":")).encode()
-    except (TypeError, ValueError, RecursionError) as exc:
-        kept = {"kind": str(entry.get("kind")), "time": entry.get("time"), "unwritable": repr(exc)}
-        kept["text"] = repr(dict(entry))[:4000]
-        return orjson.dumps(kept, default=str)
-
-
-def rotated_files(path: Path) -> list[Path]:
-    """The rotated files of ``path``, oldest first."""
-    if not path.parent.exists():
-        return []
-    found = [p for p in path.parent.glob(f"{path.name}.*") if _ROTATED.search(p.name)]
-    return sorted(found, key=lambda p: p.name)

@@ -13,14 +13,24 @@ the isolation a command ran under). Each record is one line of JSON ending in it
 ``seq``, its number. So editing any record breaks its own hash, and deleting, inserting or
 reordering records breaks the chain; `verify_audit` names the first bad record and why.
 
-Durability: ``"fsync"`` writes and flushes every record to disk before the call goes on;
-``"batch"`` keeps records in memory and writes them together when ``max_batch`` are waiting or
-``max_delay_s`` has passed (a background thread sees to the second), so a crash loses at most
-that much, and at most the last line is left half-written: verification reports it and
-tolerates it, and the next `AuditLog` on the file moves it into a ``recovered`` record so the
-chain goes on. Records are written whole, one writer at a time, so concurrent calls never
-interleave their bytes. Past ``rotate_bytes`` the file is renamed ``<name>.000001`` (then
-``.000002`` ...) and a new one begun; the chain runs on across files.
+Durability: ``"fsync"`` writes and flushes every record to disk before the call goes on, and
+records that arrive while one flush runs share the next (group commit: a thousand concurrent
+calls cost a few flushes, not a thousand); ``"batch"`` keeps records in memory and writes them
+together when ``max_batch`` are waiting or ``max_delay_s`` has passed (a background thread sees
+to the second), so a crash loses at most that much. A crash can leave a torn tail, a record
+cut off part way or a run of zeros: verification reports it and tolerates it, and the next
+`AuditLog` on the file cuts it off into a ``recovered`` record so the chain goes on. Records
+are written whole, one writer at a time, so concurrent calls never interleave their bytes;
+several processes may share one log (each write holds a lock and follows the chain's end as
+the others left it).
+
+Nothing is lost when the log cannot be written (a full disk): the file is cut back to its last
+whole record, the records wait in memory, the engine refuses new calls (`admit`), and the
+writer tries again; once it can, an ``audit_unwritable`` record says since when and why, and
+the waiting records follow. Any string is data: one that cannot be written as UTF-8 (a lone
+surrogate) is escaped, and the record says ``"escaped": true``. Past ``rotate_bytes`` the
+file is renamed ``<name>.000001`` (then ``.000002`` ...) and a new one begun; the chain runs on
+across files.
 
 The seal. The chain shows a record edited, deleted, inserted or moved, but not a cut-off end: a
 log truncated after record N, or emptied, is a perfect chain of N records (or of none), and a
@@ -50,17 +60,14 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from stockade.engine.observe._audit_chain import (
-    AuditError,
-    Chain,
-    Durability,
-    rotated_files,
-    seal_path,
-)
+from stockade.engine.observe._audit_chain import Chain, Durability
 from stockade.engine.observe._audit_chain import log as chain_log
+from stockade.engine.observe._audit_seal import rotated_files, seal_path
+from stockade.engine.observe._audit_tail import AuditError
 from stockade.engine.observe.audit_read import AuditReport, verify_log
 from stockade.errors import ConfigurationError
 
@@ -105,11 +112,10 @@ class AuditLog:
             self.path, durability=durability, rotate_bytes=rotate_bytes, seal=self.seal
         )
         self._wake = threading.Event()
-        if durability == "batch":
-            threading.Thread(
-                target=_flush_loop, args=(self._chain, self._wake, max_delay_s), daemon=True,
-                name=f"stockade-audit:{self.path.name}",
-            ).start()  # fmt: skip
+        threading.Thread(
+            target=_write_loop, args=(self._chain, self._wake, max_delay_s), daemon=True,
+            name=f"stockade-audit:{self.path.name}",
+        ).start()  # fmt: skip
         self._finalizer = weakref.finalize(self, _close, self._chain, self._wake)
 
     # -- writing -----------------------------------------------------------------------------
@@ -125,19 +131,46 @@ class AuditLog:
         self.append({"kind": kind, "time": time.time(), **fields})
 
     def append(self, entry: Mapping[str, Any]) -> None:
-        """Append a record already holding its ``kind`` and ``time`` (the engine's fast path:
-        no copy is made, so the mapping must not change afterwards)."""
+        """Append a record already holding its ``kind`` and ``time`` (no copy is made, so the
+        mapping must not change afterwards). In ``fsync`` mode, returns once it is on disk, and
+        raises AuditError when it cannot be written."""
+        ticket = self.submit(entry)
+        if ticket is not None:
+            ticket.result()
+
+    def submit(self, entry: Mapping[str, Any]) -> Future[None] | None:
+        """Append a record without waiting (the engine's path): in ``fsync`` mode, returns the
+        ticket of the write that will carry it, done once it is on disk (concurrent records
+        share one write and one fsync); in ``batch`` mode, None. Raises AuditError when the log
+        is closed, or has kept as many records as it will while it cannot be written."""
         chain = self._chain
-        if chain.closed:
-            raise AuditError(f"the audit log {self.path} is closed; open a new AuditLog")
-        pending = chain.pending
-        pending.append(entry)
-        if len(pending) >= self.max_batch:
-            chain.write_waiting()
+        if chain.durability == "batch" and chain.failure is None and not chain.closed:
+            pending = chain.pending  # the hot path, in line: two records for every call
+            pending.append(entry)
+            if len(pending) >= self.max_batch:
+                chain.write_waiting()
+            return None
+        ticket = chain.append(entry)
+        if ticket is not None:
+            self._wake.set()
+        return ticket
+
+    def admit(self) -> None:
+        """Raise AuditError while the log cannot be written (a full disk): the engine refuses
+        calls then, rather than run them unrecorded. The writer tries again every
+        ``max_delay_s``; the records waiting meanwhile are kept, and written when it can."""
+        self._chain.admit()
 
     def flush(self) -> None:
-        """Write every waiting record now (and fsync them, in ``fsync`` mode)."""
+        """Write every waiting record now (and fsync them, in ``fsync`` mode). Raises
+        AuditError when they cannot be written (they stay waiting)."""
         self._chain.write_waiting()
+        self._chain.admit()
+
+    @property
+    def failure(self) -> str | None:
+        """Why the log cannot be written now (None: it can)."""
+        return self._chain.failure
 
     def close(self) -> None:
         """Write what is waiting and close the file. Safe to call twice."""
@@ -170,19 +203,17 @@ def _close(chain: Chain, wake: threading.Event) -> None:
         wake.set()
 
 
-def _flush_loop(chain: Chain, wake: threading.Event, delay: float) -> None:
-    """Write what is waiting every ``delay`` seconds (so no record waits longer); ends when the
-    log is closed."""
+def _write_loop(chain: Chain, wake: threading.Event, delay: float) -> None:
+    """Write what is waiting when woken (fsync mode: a record came) or every ``delay`` seconds
+    (batch mode; and any mode while the log cannot be written); ends when the log is closed.
+    `Chain.write_waiting` never raises for the file's fault, so this thread outlives it."""
     while not chain.closed:
         wake.wait(delay)
+        wake.clear()  # before the write: a record appended from here on wakes the next round
         try:
             chain.write_waiting()
-        except Exception as exc:  # the flusher must outlive any one failure
-            if not chain.failing:  # said once, not every 0.2 s
-                chain_log.error("%s", exc)
-            chain.failing = True
-        else:
-            chain.failing = False
+        except Exception:  # a bug, not the file: said, and the thread goes on
+            chain_log.exception("the audit log writer of %s failed", chain.path)
 
 
 __all__ = ["DEFAULT_PATH", "AuditError", "AuditLog", "Durability", "rotated_files", "seal_path"]

@@ -13,16 +13,15 @@ from typing import Any
 
 import orjson
 
-from stockade.engine.observe._audit_chain import (
-    GENESIS,
+from stockade.engine.observe._audit_seal import (
     HASH_TAIL,
-    AuditError,
     Head,
     missing,
     read_seal,
     rotated_files,
     seal_path,
 )
+from stockade.engine.observe._audit_tail import GENESIS, AuditError
 
 
 @dataclass(frozen=True, slots=True)

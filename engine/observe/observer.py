@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stockade.engine.messages import ToolCall, ToolResult
+from stockade.engine.observe._disk_waits import DiskWaits
 from stockade.engine.observe.audit_log import AuditError, AuditLog
 from stockade.engine.observe.records import intent_record, outcome_record
 from stockade.policies import Decision, Effect, Request
@@ -39,7 +41,7 @@ class CallObserver(Protocol):
 class Observers:
     """The audit log, the tracer and any other observers of one engine, told in that order."""
 
-    __slots__ = ("_audit", "_failed", "_others", "_tracer", "hears_begin")
+    __slots__ = ("_audit", "_failed", "_others", "_tracer", "_waits", "hears_begin")
 
     def __init__(
         self,
@@ -51,6 +53,7 @@ class Observers:
         self._tracer = tracer
         self._others = tuple(others)
         self._failed: set[int] = set()
+        self._waits = DiskWaits()  # an fsync log's writes, awaited by the calls
         # the audit log does not care when a call begins: with it alone, the engine need not
         # look the tool up to say so (that is on the hot path)
         self.hears_begin = tracer is not None or bool(self._others)
@@ -101,16 +104,25 @@ class Observers:
             except Exception:
                 self._failed_once(self._tracer)
 
-    def decided(self, call: ToolCall, request: Request, decision: Decision) -> Decision:
-        """Record the decision; returns it, or a denial when the audit log cannot keep it."""
+    def decided(
+        self, call: ToolCall, request: Request, decision: Decision
+    ) -> Decision | Awaitable[Decision]:
+        """Record the decision; returns it, or a denial when the audit log cannot keep it. With
+        an fsync log, what to await instead: the decision once its intent is on disk (with the
+        others' that arrived meanwhile: one fsync for all), or a denial if it cannot be."""
+        ticket = None
         if self._audit is not None:
             try:
-                self._audit.append(intent_record(call, request, decision))
+                self._audit.admit()  # a log that cannot be written admits no call
+            except AuditError as exc:
+                decision = _audit_denial(str(exc))
+            try:  # the denial too is kept, and written once the log can be
+                ticket = self._audit.submit(intent_record(call, request, decision))
             except Exception as exc:  # nothing runs that the audit log cannot keep
                 reason = (
                     str(exc) if isinstance(exc, AuditError) else f"the audit log failed: {exc!r}"
                 )
-                decision = Decision(Effect.DENY, "audit", reason, "call", None)
+                decision = _audit_denial(reason)
         tracer = self._tracer
         if tracer is not None:
             try:
@@ -123,12 +135,14 @@ class Observers:
                     observer.decided(call, request, decision)
                 except Exception:
                     self._failed_once(observer)
-        return decision
+        return decision if ticket is None else _on_disk(self._waits, ticket, decision)
 
-    def ended(self, call: ToolCall, result: ToolResult) -> None:
+    def ended(self, call: ToolCall, result: ToolResult) -> Awaitable[None] | None:
+        """Record the result; with an fsync log, what to await for it to be on disk."""
+        ticket = None
         if self._audit is not None:
             try:
-                self._audit.append(outcome_record(call, result))
+                ticket = self._audit.submit(outcome_record(call, result))
             except Exception as exc:  # reported; the call's result stands
                 log.error("call %s was not audited: %s", call.id, exc)
         tracer = self._tracer
@@ -143,6 +157,7 @@ class Observers:
                     observer.ended(call, result)
                 except Exception:
                     self._failed_once(observer)
+        return None if ticket is None else _outcome_on_disk(self._waits, ticket, call)
 
     @contextlib.contextmanager
     def run(self, name: str, attributes: Mapping[str, Any]) -> Iterator[None]:
@@ -158,3 +173,22 @@ class Observers:
         if id(observer) not in self._failed:
             self._failed.add(id(observer))
             log.exception("observer %r failed; calls are unaffected", observer)
+
+
+def _audit_denial(reason: str) -> Decision:
+    return Decision(Effect.DENY, "audit", reason, "call", None)
+
+
+async def _on_disk(waits: DiskWaits, ticket: Future[None], decision: Decision) -> Decision:
+    try:
+        await waits.wait(ticket)
+    except AuditError as exc:  # it could not be written: the call does not run
+        return _audit_denial(str(exc))
+    return decision
+
+
+async def _outcome_on_disk(waits: DiskWaits, ticket: Future[None], call: ToolCall) -> None:
+    try:
+        await waits.wait(ticket)
+    except AuditError as exc:  # reported; the call's result stands (the record waits)
+        log.error("call %s was not audited yet: %s", call.id, exc)

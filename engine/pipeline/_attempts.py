@@ -5,7 +5,9 @@ a plain function run in a worker thread, a generator of either kind), an attempt
 end and returns its value; a generator's items are turned into content as they come and, when
 the call is streamed, handed to ``deliver`` at once (as are the tool's `Emitter` chunks). A
 failed attempt is retried only while nothing has been delivered, so a consumer never sees a
-chunk twice.
+chunk twice. Whatever an attempt raises, `BaseException`s included, is the call's error
+(`_faults`); only the caller's own cancellation propagates. While a call runs here, the stall
+monitor (`_stalls`) knows its task, so that a tool holding the event loop is named.
 """
 
 from __future__ import annotations
@@ -15,14 +17,18 @@ import contextvars
 import inspect
 import logging
 import random
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
+from time import monotonic
 from typing import Any, TypeVar
 
 from stockade.engine.content import Block, merge_blocks, to_content
 from stockade.engine.errors import ToolTimeoutError
 from stockade.engine.messages import ErrorInfo, Retry, Status
 from stockade.engine.pipeline._deadline import Watchdog
+from stockade.engine.pipeline._faults import in_worker, unwrapped
+from stockade.engine.pipeline._stalls import StallMonitor, stall_warning
 from stockade.engine.pipeline._state import Admitted, RunFailed
 from stockade.engine.pipeline._workers import WorkerPool
 from stockade.engine.tools import Mode, RetryPolicy
@@ -49,23 +55,41 @@ class Delivery:
 class Attempts:
     """Runs admitted calls for one engine: deadlines, retries and the worker threads."""
 
-    def __init__(self, retry: RetryPolicy, rng: random.Random, max_workers: int) -> None:
+    def __init__(
+        self,
+        retry: RetryPolicy,
+        rng: random.Random,
+        max_workers: int,
+        stall_threshold: float | None = None,
+    ) -> None:
         self.retry = retry
         self._rng = rng
         self._max_workers = max_workers
         self._pool: WorkerPool | None = None
         self._watchdog: Watchdog | None = None
+        self._stall_threshold = stall_threshold
+        self._monitor: StallMonitor | None = None
 
     def watchdog(self) -> Watchdog:
-        """The deadlines of the running event loop."""
+        """The deadlines of the running event loop (and its stall monitor, started with it)."""
         loop = asyncio.get_running_loop()
         watchdog = self._watchdog
         if watchdog is None or watchdog.loop is not loop:
             watchdog = self._watchdog = Watchdog(loop)
+            if self._stall_threshold is not None:
+                if self._monitor is not None:
+                    self._monitor.stop()
+                self._monitor = StallMonitor(loop, self._stall_threshold)
+                # an engine dropped without being closed takes its monitor's thread with it
+                weakref.finalize(self, self._monitor.abandon)
         return watchdog
 
     def close(self) -> None:
-        """Release the worker threads (a thread still running a tool finishes first)."""
+        """Stop the stall monitor and release the worker threads (a thread still running a
+        tool finishes first)."""
+        if self._monitor is not None:
+            self._monitor.stop()
+            self._monitor = None
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
@@ -76,31 +100,47 @@ class Attempts:
         """The value of the first attempt that succeeds, and how many attempts it took; raises
         `RunFailed` when the last one fails, and re-raises the caller's own cancellation."""
         watchdog = self.watchdog()
+        deadline = watchdog.arm(limit_s)
+        monitor = self._monitor
+        if monitor is not None:  # the stall monitor learns which task runs which call, since when
+            monitor.running[deadline.task] = (admitted, monotonic())
         attempt = 0
-        while True:
-            attempt += 1
-            deadline = watchdog.arm(limit_s)
-            error: BaseException | None = None
-            try:
-                value = await self._attempt(admitted, deliver)
-            except asyncio.CancelledError:
-                if not deadline.stop():
-                    raise
-                error = self._timed_out(admitted, limit_s)
-            except (Exception, SystemExit) as exc:
-                deadline.stop()
-                error = exc
-            else:
-                deadline.stop()
-            if deadline.cancel_requested():
-                # the caller was cancelled while the tool ran, and the tool swallowed the
-                # CancelledError (or turned it into an error): cancellation must never be lost
-                raise asyncio.CancelledError
-            if error is None:
-                return value, attempt
-            if deliver is not None and deliver.sent:
-                raise RunFailed(error, attempt, _status(error))
-            await self._backoff(admitted, error, attempt)
+        try:
+            while True:
+                attempt += 1
+                if attempt > 1:
+                    deadline = watchdog.arm(limit_s)
+                error: BaseException | None = None
+                try:
+                    value = await self._attempt(admitted, deliver)
+                except asyncio.CancelledError as exc:
+                    if deadline.stop():
+                        error = self._timed_out(admitted, limit_s)
+                    elif deadline.cancel_requested():
+                        raise  # the caller's own cancellation
+                    else:
+                        error = exc  # nobody cancelled the call: the tool raised it itself
+                except BaseException as exc:  # any fault of a tool is its call's error (_faults)
+                    deadline.stop()
+                    error = unwrapped(exc)
+                else:
+                    deadline.stop()
+                if deadline.cancel_requested():
+                    # the caller was cancelled while the tool ran, and the tool swallowed the
+                    # CancelledError (or turned it into an error): cancellation is never lost
+                    raise asyncio.CancelledError
+                if error is None:
+                    return value, attempt
+                if deliver is not None and deliver.sent:
+                    raise RunFailed(error, attempt, _status(error))
+                await self._backoff(admitted, error, attempt)
+        finally:
+            if monitor is not None:
+                monitor.running.pop(deadline.task, None)
+                stalls = monitor.stalls and monitor.held(deadline.task)
+                if stalls:
+                    for seconds in stalls:
+                        admitted.warn(stall_warning(seconds, monitor.threshold_s))
 
     def _attempt(self, admitted: Admitted, deliver: Delivery | None) -> Any:
         """The awaitable that does one attempt's work, by how the tool runs."""
@@ -161,9 +201,10 @@ class Attempts:
         if not policy.should_retry(error, attempt, safe_tool=safe):
             raise RunFailed(error, attempt, _status(error))
         delay = policy.delay(attempt, self._rng)
-        admitted.note().retries.append(Retry(attempt, str(ErrorInfo.of(error)), round(delay, 4)))
+        said = str(ErrorInfo.of(error))  # never raises, whatever the tool's exception does
+        admitted.note().retries.append(Retry(attempt, said, round(delay, 4)))
         log.info(
-            "retrying %s after %s (attempt %d, waiting %.3fs)", tool.name, error, attempt, delay
+            "retrying %s after %s (attempt %d, waiting %.3fs)", tool.name, said, attempt, delay
         )
         await asyncio.sleep(delay)
 
@@ -175,7 +216,7 @@ class Attempts:
         pool = self._pool
         if pool is None:
             pool = self._pool = WorkerPool(self._max_workers)
-        return pool.submit(contextvars.copy_context().run, fn, *args)
+        return pool.submit(contextvars.copy_context().run, in_worker, fn, *args)
 
 
 def _status(error: BaseException) -> Status:

@@ -19,12 +19,12 @@ _SLOTS_PER_SECOND = round(1 / RESOLUTION)
 
 
 class Deadline:
-    """One armed deadline for the task that armed it."""
+    """One armed deadline for the task that armed it (``task``, which it cancels)."""
 
-    __slots__ = ("_baseline", "_bucket", "_fired", "_task")
+    __slots__ = ("_baseline", "_bucket", "_fired", "task")
 
     def __init__(self, task: asyncio.Task[object], bucket: dict[Deadline, None]) -> None:
-        self._task = task
+        self.task = task
         self._bucket = bucket
         self._fired = False
         self._baseline = task.cancelling()
@@ -36,16 +36,16 @@ class Deadline:
         if not self._fired:
             return False
         self._fired = False
-        return self._task.uncancel() == 0
+        return self.task.uncancel() == 0
 
     def cancel_requested(self) -> bool:
         """After `stop`: whether someone asked to cancel the task while the deadline was armed
         and that request is still pending (the awaited code swallowed the CancelledError)."""
-        return self._task.cancelling() > self._baseline
+        return self.task.cancelling() > self._baseline
 
     def _expire(self) -> None:
         self._fired = True
-        self._task.cancel()
+        self.task.cancel()
 
 
 class Watchdog:

@@ -7,12 +7,12 @@ answer makes of it, shadow mode. This step only gathers the answers.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from typing import Any
 
-from stockade.engine.errors import PermissionDeniedError
 from stockade.engine.injection import ToolContext
+from stockade.engine.messages import printable
+from stockade.engine.pipeline._approval import put
 from stockade.engine.pipeline._state import Admitted
 from stockade.engine.tools import RegisteredTool
 from stockade.policies import Decision, Effect, Policy, Request, strictest
@@ -36,11 +36,12 @@ def decide(
     rule = f"{tool.name}.check_permissions"
     try:
         verdict = check(kwargs, ctx)
-    except Exception as exc:
+    except BaseException as exc:  # the tool's own code: whatever it raises denies
         return Decision(
             Effect.DENY,
             rule,
-            f"the permission check failed ({type(exc).__name__}: {exc}), so the call is denied",
+            f"the permission check failed ({type(exc).__name__}: {printable(exc)}), so the "
+            "call is denied",
         )
     if verdict is not None and not isinstance(verdict, Decision):
         return Decision(
@@ -56,8 +57,8 @@ def decide(
 
 async def ask(admitted: Admitted, policy: Policy) -> None:
     """Put an "ask" decision to the call's approver; its answer becomes the call's decision
-    (and ``approval`` note). Without an approver the policy says what an unanswered ask
-    becomes."""
+    (and ``approval`` note); one that does not answer within the approval timeout refuses
+    (`_approval`). Without an approver the policy says what an unanswered ask becomes."""
     asked, approver = admitted.decision, admitted.approver
     if approver is None:
         admitted.decision = policy.unanswered(asked)
@@ -66,19 +67,13 @@ async def ask(admitted: Admitted, policy: Policy) -> None:
         denied = admitted.decision.effect is Effect.DENY
         admitted.note().approval = "refused" if denied else "unanswered"
         return
-    verdict = ""
-    try:
-        answer: object = approver(admitted.call, asked)
-        if inspect.isawaitable(answer):
-            answer = await answer
-    except PermissionDeniedError as exc:  # a refusal that says why
-        answer, verdict = False, str(exc)
-    except Exception as exc:
-        answer = False  # a failing approver refuses
-        admitted.warn(f"the approver failed ({type(exc).__name__}: {exc}); treated as a refusal")
-    approved = answer is True
-    if not verdict:
-        verdict = "approved by the approver" if approved else "refused by the approver"
+    answer = await put(approver, admitted.call, asked, admitted.approval_timeout)
+    if answer.warning is not None:
+        admitted.warn(answer.warning)
+    approved = answer.approved
+    verdict = answer.verdict or (
+        "approved by the approver" if approved else "refused by the approver"
+    )
     admitted.decision = asked.answered(approved, verdict)
     admitted.note().approval = "approved" if approved else "refused"
 

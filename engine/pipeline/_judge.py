@@ -23,12 +23,14 @@ paths) with that one path and how it is used. Then:
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from stockade.engine.injection import ContextLevel, ToolContext
+from stockade.engine.messages import ToolCall
 from stockade.engine.pipeline._state import Admitted
-from stockade.engine.tools import ToolBase
-from stockade.policies import Decision, Effect, Policy
+from stockade.engine.pipeline._validate import ignored_warning
+from stockade.engine.tools import RegisteredTool, ToolBase
+from stockade.policies import Decision, Effect, Policy, Request
 from stockade.policies.request import Access
 from stockade.sandbox import VirtualFS
 
@@ -103,6 +105,28 @@ class CallJudge:
 def _rule(decision: Decision) -> str:
     rule = f"rule {decision.rule}" if decision.rule else "the policy's default"
     return f"{rule}: {decision.reason}"
+
+
+def admit_call(
+    call: ToolCall,
+    tool: RegisteredTool,
+    kwargs: dict[str, Any],
+    ctx: ToolContext | None,
+    decision: Decision,
+    request: Request,
+    ignored: list[str],
+    policy: Policy,
+) -> Admitted:
+    """Steps 1-4 done: the call as it goes on, its files to be judged where each lands."""
+    call_admitted = Admitted(call, tool, kwargs, ctx, decision, request)
+    if ctx is not None:
+        guard_files(call_admitted, policy)
+    if tool.spec.path_space == "host":
+        call_admitted.note().dangerous_io = True
+    if ignored:
+        call_admitted.note().ignored_arguments = ignored
+        call_admitted.warn(ignored_warning(ignored))
+    return call_admitted
 
 
 def guard_files(admitted: Admitted, policy: Policy) -> None:

@@ -17,7 +17,16 @@ from typing import Any
 
 from stockade.engine.content import Block, TextBlock, ToolOutput, to_content
 from stockade.engine.errors import OutputError, ToolTimeoutError
-from stockade.engine.messages import ErrorInfo, ToolCall, ToolResult, merged_metadata
+from stockade.engine.messages import (
+    ErrorInfo,
+    ToolCall,
+    ToolResult,
+    escaped,
+    merged_metadata,
+    printable,
+)
+from stockade.engine.pipeline import _metadata
+from stockade.engine.pipeline._faults import fault_info
 from stockade.engine.pipeline._state import Admitted, RunFailed
 from stockade.engine.tools import RegisteredTool
 
@@ -31,6 +40,7 @@ def success(
     tool_metadata: dict[str, Any] | None = None
     try:
         if isinstance(value, ToolOutput):
+            _metadata.checked(value)
             tool_metadata = value.metadata
             if value.file is not None:
                 admitted.note().file = value.file
@@ -40,6 +50,12 @@ def success(
         content = to_content(value)
     except OutputError as exc:
         return run_failure(admitted, started, RunFailed(exc, attempts, "error"))
+    except BaseException as exc:  # the tool's value itself failed (a hostile __iter__, say)
+        failed = OutputError(
+            f"the tool's return value could not be read as content: "
+            f"{type(exc).__name__}: {printable(exc)}"
+        )
+        return run_failure(admitted, started, RunFailed(failed, attempts, "error"))
     if max_chars and (len(content) != 1 or len(getattr(content[0], "text", "")) > max_chars):
         content = capped(content, max_chars, admitted)
     notes = admitted.notes
@@ -51,7 +67,9 @@ def success(
         decision=admitted.decision,
         attempts=attempts,
         duration_s=perf_counter() - started,
-        metadata=merged_metadata(tool_metadata or {}, notes) if tool_metadata or notes else {},
+        metadata=_metadata.shown(merged_metadata(tool_metadata or {}, notes))
+        if tool_metadata or notes
+        else {},
         notes=notes,
         tool_metadata={} if tool_metadata is None else tool_metadata,
     )
@@ -107,10 +125,11 @@ def postprocessed(admitted: Admitted, result: ToolResult) -> ToolResult:
     )
     try:
         replaced = hook(admitted.call, shown)
-    except Exception as exc:
+    except BaseException as exc:  # the tool's own code: any fault of it is the call's error
         result.status = "error"
         result.error = ErrorInfo(
-            type(exc).__name__, f"the postprocess hook of {tool.name!r} failed: {exc}"
+            escaped(type(exc).__name__),
+            f"the postprocess hook of {tool.name!r} failed: {printable(exc)}",
         )
         return result
     if replaced is None:
@@ -129,7 +148,7 @@ def postprocessed(admitted: Admitted, result: ToolResult) -> ToolResult:
             f"run's, {result.status!r}, stands"
         )
     result.content = replaced.content
-    result.metadata = merged_metadata(replaced.metadata, admitted.notes)
+    result.metadata = _metadata.shown(merged_metadata(replaced.metadata, admitted.notes))
     result.notes = admitted.notes
     return result
 
@@ -172,7 +191,7 @@ def run_failure(admitted: Admitted, started: float, failed: RunFailed) -> ToolRe
         admitted,
         started,
         status=failed.status,
-        error=ErrorInfo.of(failed.error),
+        error=fault_info(failed.error),
         attempts=failed.attempts,
     )
     if admitted.tool.postprocess is None:
@@ -241,6 +260,6 @@ def internal_error(
     log.exception("internal error while running call %s (%s)", call.id, call.name)
     result = failure(call, admitted.tool if admitted else None, exc, started)
     result.error = ErrorInfo(
-        type(exc).__name__, f"internal error in Stockade ({exc}); please report it"
+        type(exc).__name__, f"internal error in Stockade ({printable(exc)}); please report it"
     )
     return result

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
-from stockade.engine.messages import ToolCall
+from stockade.engine.messages import ToolCall, ToolResult
 from stockade.engine.pipeline._deadline import Watchdog
 from stockade.engine.tools import RegisteredTool
 from stockade.policies import Policy
@@ -124,6 +124,31 @@ class Gates:
                     gate = self._gates[key] = asyncio.Semaphore(cap)
                 gates.append(gate)
         return gates
+
+
+async def in_batches(
+    calls: list[ToolCall],
+    alone: Callable[[ToolCall], bool],
+    run: Callable[[ToolCall], Awaitable[ToolResult]],
+    unstarted: Callable[[ToolCall], None],
+) -> list[ToolResult]:
+    """`Engine.call_many`: each call ``run`` in its `batches` group, the results in input
+    order. When cancelled, ``unstarted`` hears of every call, so that those that never started
+    are recorded as cancelled too."""
+    done: list[ToolResult | None] = [None] * len(calls)
+    try:
+        for group in batches(calls, alone):
+            if len(group) == 1:
+                done[group[0]] = await run(calls[group[0]])
+                continue
+            ran = await asyncio.gather(*(run(calls[i]) for i in group))
+            for index, result in zip(group, ran, strict=True):
+                done[index] = result
+    except asyncio.CancelledError:
+        for call in calls:
+            unstarted(call)
+        raise
+    return [r for r in done if r is not None]
 
 
 def batches(calls: Sequence[ToolCall], alone: Callable[[ToolCall], bool]) -> list[list[int]]:

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from stockade.engine.errors import PermissionDeniedError
 from stockade.engine.messages import ChangeNote
+from stockade.engine.pipeline._approval import put
 from stockade.engine.pipeline._state import Admitted, Approver
 from stockade.policies import Decision, Effect, Policy
 from stockade.policies.request import Access
@@ -141,17 +140,16 @@ async def ask_about(
     question = decision._replace(
         reason=f"{decision.reason} — the command {_described(change)}{_diff_of(fs, change)}"
     )
-    try:
-        answer: object = approver(admitted.call, question)
-        if inspect.isawaitable(answer):
-            answer = await answer
-    except PermissionDeniedError as exc:
-        return decision.answered(False, str(exc))
-    except Exception as exc:
-        admitted.warn(f"the approver failed ({type(exc).__name__}: {exc}); treated as a refusal")
-        return decision.answered(False, "the approver failed")
-    approved = answer is True
-    verdict = "approved by the approver" if approved else "refused by the approver"
+    answer = await put(approver, admitted.call, question, admitted.approval_timeout)
+    if answer.warning is not None:
+        admitted.warn(answer.warning)
+    approved = answer.approved
+    if answer.verdict:
+        verdict = answer.verdict
+    elif answer.warning is not None:
+        verdict = "the approver failed"
+    else:
+        verdict = "approved by the approver" if approved else "refused by the approver"
     return decision.answered(approved, verdict)
 
 

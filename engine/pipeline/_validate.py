@@ -11,7 +11,8 @@ import pydantic_core
 
 from stockade.engine.errors import ArgumentError
 from stockade.engine.injection import ContextLevel, Emitter, ToolContext
-from stockade.engine.messages import ToolCall
+from stockade.engine.messages import ToolCall, printable
+from stockade.engine.pipeline._surrogates import lone_surrogate, surrogate_in
 from stockade.engine.tools import RegisteredTool
 from stockade.engine.tools.compiled import REQUIRED
 
@@ -20,8 +21,13 @@ def parse_arguments(arguments: Mapping[str, Any] | str, limit: int) -> Mapping[s
     """The call's arguments as a mapping of at most ``limit`` bytes of JSON; raises
     `ArgumentError` saying what is wrong and what to send instead."""
     if isinstance(arguments, str):
-        # a character is at most 4 bytes in UTF-8: count bytes only when it could matter
-        size = len(arguments) if len(arguments) * 4 <= limit else len(arguments.encode())
+        # a character is at most 4 bytes in UTF-8: count bytes only when it could matter (a
+        # lone surrogate, which UTF-8 cannot hold, counted as the 3 bytes it would take)
+        size = (
+            len(arguments)
+            if len(arguments) * 4 <= limit
+            else len(arguments.encode("utf-8", "surrogatepass"))
+        )
         if size > limit:
             raise ArgumentError(
                 f"arguments are {size} bytes, over the limit of {limit}; "
@@ -31,7 +37,8 @@ def parse_arguments(arguments: Mapping[str, Any] | str, limit: int) -> Mapping[s
             parsed = orjson.loads(arguments) if arguments.strip() else {}
         except orjson.JSONDecodeError as exc:
             raise ArgumentError(
-                f"arguments are not valid JSON ({exc}); send a JSON object"
+                lone_surrogate(arguments)
+                or f"arguments are not valid JSON ({exc}); send a JSON object"
             ) from None
         if not isinstance(parsed, dict):
             raise ArgumentError(f"arguments must be a JSON object, not {type(parsed).__name__}")
@@ -44,10 +51,11 @@ def parse_arguments(arguments: Mapping[str, Any] | str, limit: int) -> Mapping[s
         size = len(orjson.dumps(arguments, default=str, option=orjson.OPT_NON_STR_KEYS))
     except (orjson.JSONEncodeError, TypeError):
         try:  # orjson stops at 64-bit integers and 254 levels of nesting; pydantic does not
-            size = len(pydantic_core.to_json(arguments, fallback=str))
+            size = len(pydantic_core.to_json(arguments, fallback=printable))
         except (ValueError, RecursionError) as exc:
             raise ArgumentError(
-                f"arguments cannot be read as JSON ({exc}); send plain JSON data"
+                surrogate_in(arguments)
+                or f"arguments cannot be read as JSON ({printable(exc)}); send plain JSON data"
             ) from None
     if size > limit:
         raise ArgumentError(

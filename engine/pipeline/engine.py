@@ -37,10 +37,10 @@ from stockade.engine.pipeline._classify import Classifier
 from stockade.engine.pipeline._commands import Commands
 from stockade.engine.pipeline._decide import ask, decide, warned
 from stockade.engine.pipeline._external import ExternalCalls
-from stockade.engine.pipeline._judge import guard_files
-from stockade.engine.pipeline._schedule import Admission, batches
+from stockade.engine.pipeline._judge import admit_call
+from stockade.engine.pipeline._schedule import Admission, in_batches
 from stockade.engine.pipeline._state import Admitted, Approver, RunFailed
-from stockade.engine.pipeline._validate import ignored_warning, validate
+from stockade.engine.pipeline._validate import validate
 from stockade.engine.pipeline.history import CallContext
 from stockade.engine.toolkit import Toolkit
 from stockade.engine.tools import Mode, RegisteredTool
@@ -65,8 +65,11 @@ class Engine:
     ``record_content``, redacted); ``observers`` hear every call too. ``bubblewrap`` is what
     this machine offers for boxing commands (probed once, off the loop, when not given).
     ``default_timeout`` and ``retry`` apply to tools that declare none; sync tools run in
-    ``max_workers`` threads. Use ``async with Engine(...)``, or `aclose`, to stop submitted
-    calls and the threads.
+    ``max_workers`` threads. An approver has ``approval_timeout`` seconds to answer (then the
+    ask is refused; None: no limit); a sync one runs in a thread of its own. A tool that holds
+    the event loop for over ``loop_stall_threshold`` seconds is named in the log, its result
+    and its span (None: not watched). Use ``async with Engine(...)``, or `aclose`, to stop
+    submitted calls and the threads.
     """
 
     def __init__(
@@ -89,11 +92,16 @@ class Engine:
         max_workers: int = 32,
         history: int = 10_000,
         rng: random.Random | None = None,
+        approval_timeout: float | None = 300.0,
+        loop_stall_threshold: float | None = 1.0,
     ) -> None:
-        if not math.isfinite(default_timeout) or default_timeout <= 0:
-            raise ConfigurationError(
-                f"default_timeout must be a positive number, got {default_timeout}"
-            )
+        for name, value in (
+            ("default_timeout", default_timeout),
+            ("approval_timeout", approval_timeout),
+            ("loop_stall_threshold", loop_stall_threshold),
+        ):
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ConfigurationError(f"{name} must be a positive number, got {value}")
         self.toolkit = toolkit
         # the policy given (none: the default preset), with Stockade's own files protected
         self.policy = engine_policy(policy, fs, audit, tracer_provider)
@@ -111,6 +119,7 @@ class Engine:
         self._own.put(self.policy.process, ProcessSpec)
         self._chain = (self._own, self.context, toolkit.context)
         self.default_timeout = default_timeout
+        self.approval_timeout = approval_timeout
         self.max_argument_bytes = max_argument_bytes
         self.max_result_chars = max_result_chars
         self.calls = CallContext(history=history)
@@ -119,7 +128,7 @@ class Engine:
         self._commands = Commands(self.policy, fs)
         self._classifier = Classifier(self.policy, fs, self._commands.stages)
         self._admission = Admission(self.policy)
-        self._attempts = Attempts(retry, rng or random.Random(), max_workers)
+        self._attempts = Attempts(retry, rng or random.Random(), max_workers, loop_stall_threshold)
         self._bubblewrap: Bubblewrap | None = None
         if bubblewrap is not None:
             self._use(bubblewrap)
@@ -154,6 +163,7 @@ class Engine:
             else:
                 admitted = outcome
                 admitted.approver = approver or self.approver
+                admitted.approval_timeout = self.approval_timeout
                 if admitted.decision.effect is Effect.ASK:
                     await ask(admitted, self.policy)
                 result = self._verdict(admitted, started) or await self._execute(admitted, started)
@@ -165,7 +175,9 @@ class Engine:
         finally:
             if token is not None:  # whatever happened: a KeyboardInterrupt in an approver too
                 observers.leave(token)  # type: ignore[union-attr]
-        self._finish(call, result)
+        kept = self._finish(call, result)
+        if kept is not None:  # an fsync audit log: the outcome on disk before the call returns
+            await kept
         return result
 
     async def call_many(
@@ -173,9 +185,17 @@ class Engine:
     ) -> list[ToolResult]:
         """Run calls and return their results in input order. Consecutive concurrency-safe
         calls run together; any other call runs alone, after those before it."""
-        batch_calls = list(calls)
+        batch_calls, started = list(calls), perf_counter()
+
+        def unstarted(item: ToolCall) -> None:  # a call cancelled before it began is recorded
+            if self.calls.result(item.id) is None:
+                self.calls.track(item)
+                self._finish(item, results.cancelled(item, None, started))
+
         with self.run_span("call_many", calls=len(batch_calls)):
-            return await self._call_many(batch_calls, context)
+            return await in_batches(
+                batch_calls, self._runs_alone, lambda c: self.call(c, context=context), unstarted
+            )
 
     def submit(self, call: ToolCall, *, context: ContextLike = None) -> asyncio.Task[ToolResult]:
         """Start a call in the background and return its task at once. The call is pending in
@@ -222,6 +242,7 @@ class Engine:
             if isinstance(outcome, Admitted):
                 admitted = outcome
                 admitted.approver = approver or self.approver
+                admitted.approval_timeout = self.approval_timeout
                 if admitted.decision.effect is Effect.ASK:
                     await ask(admitted, self.policy)
                 result = self._verdict(admitted, started)
@@ -332,25 +353,25 @@ class Engine:
         except CallError as exc:
             return results.failure(call, tool, exc, started)
         request, decision = self._judge(tool, call, kwargs, ctx)
+        kept: Decision | Awaitable[Decision] = decision
         if self._observers is not None:
-            decision = self._observers.decided(call, request, decision)
-        admitted = Admitted(call, tool, kwargs, ctx, decision, request)
-        if ctx is not None:  # its files are judged again where each operation lands
-            guard_files(admitted, self.policy)
-        if tool.spec.path_space == "host":
-            admitted.note().dangerous_io = True
-        if ignored:
-            admitted.note().ignored_arguments = ignored
-            admitted.warn(ignored_warning(ignored))
-        return admitted
+            kept = self._observers.decided(call, request, decision)
+        if isinstance(kept, Decision):
+            return admit_call(call, tool, kwargs, ctx, kept, request, ignored, self.policy)
+        return self._when_kept(kept, (call, tool, kwargs, ctx), request, ignored)
+
+    async def _when_kept(
+        self, kept: Awaitable[Decision], what: _Judged, request: Request, ignored: list[str]
+    ) -> Admitted:
+        """An fsync audit log: the call goes on once its intent is on disk."""
+        return admit_call(*what, await kept, request, ignored, self.policy)
 
     async def _admit_after_probe(
         self, call: ToolCall, context: ContextLike, emitter: Emitter, started: float
     ) -> Admitted | ToolResult:
         await self.isolation()
         outcome = self._admit(call, context, emitter, started)
-        assert isinstance(outcome, (Admitted, ToolResult))
-        return outcome
+        return outcome if isinstance(outcome, (Admitted, ToolResult)) else await outcome
 
     def _judge(
         self, tool: RegisteredTool, call: ToolCall, kwargs: dict[str, Any], ctx: Any
@@ -471,40 +492,18 @@ class Engine:
 
     # -- step 8: record ------------------------------------------------------------------------
 
-    def _finish(self, call: ToolCall, result: ToolResult) -> None:
+    def _finish(self, call: ToolCall, result: ToolResult) -> Awaitable[None] | None:
         """The result reaches the call context (and its listeners) and the observers (the
-        audit log, tracing). An audit log that cannot be written is reported, and the call still
-        gets its result."""
+        audit log, tracing); what to await for its record to be on disk (an fsync log). An
+        audit log that cannot be written is reported, and the call still gets its result."""
         self.calls.record(result)
-        if self._observers is not None:
-            self._observers.ended(call, result)
-
-    async def _call_many(
-        self, batch_calls: list[ToolCall], context: ContextLike
-    ) -> list[ToolResult]:
-        done: list[ToolResult | None] = [None] * len(batch_calls)
-        started = perf_counter()
-        try:
-            for group in batches(batch_calls, self._runs_alone):
-                if len(group) == 1:
-                    done[group[0]] = await self.call(batch_calls[group[0]], context=context)
-                    continue
-                ran = await asyncio.gather(
-                    *(self.call(batch_calls[i], context=context) for i in group)
-                )
-                for index, result in zip(group, ran, strict=True):
-                    done[index] = result
-        except asyncio.CancelledError:
-            for item in batch_calls:  # calls that never started are cancelled too
-                if self.calls.result(item.id) is None:
-                    self.calls.track(item)
-                    self._finish(item, results.cancelled(item, None, started))
-            raise
-        return [r for r in done if r is not None]
+        return None if self._observers is None else self._observers.ended(call, result)
 
     def _runs_alone(self, call: ToolCall) -> bool:
         tool = self.toolkit.resolve(call.name)
         return tool is not None and self._admission.exclusive(tool, call.subject)
 
+
+_Judged = tuple[ToolCall, RegisteredTool, dict[str, Any], Any]  # call, tool, arguments, context
 
 __all__ = ["Approver", "Engine"]

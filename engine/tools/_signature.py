@@ -33,7 +33,7 @@ from pydantic.fields import FieldInfo
 
 from stockade.engine.errors import ToolDefinitionError
 from stockade.engine.injection import Emitter, ToolContext, _FromContextMarker
-from stockade.engine.messages import ToolCall
+from stockade.engine.messages import ToolCall, escaped
 
 REQUIRED: Any = inspect.Parameter.empty
 
@@ -295,8 +295,19 @@ def strip_titles(schema: Any) -> Any:
     return schema
 
 
+class _ShortRepr(reprlib.Repr):
+    """reprlib's bounded repr, and an integer too long for Python to print (over 4,300 digits
+    by default: ``repr`` raises ValueError) described by its length instead."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        try:
+            return super().repr_int(x, level)
+        except ValueError:
+            return f"<an integer of about {int(x.bit_length() * 0.30103) + 1} digits>"
+
+
 def _short_repr() -> reprlib.Repr:
-    shorter = reprlib.Repr()  # keyword arguments only from Python 3.12
+    shorter = _ShortRepr()  # keyword arguments only from Python 3.12
     shorter.maxlevel, shorter.maxstring, shorter.maxother = 3, 200, 200
     shorter.maxlist = shorter.maxdict = 4
     return shorter
@@ -312,10 +323,19 @@ def format_validation_error(exc: ValidationError) -> str:
         where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
         line = f"{where}: {err['msg']}"
         if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
-            shown = _SHORT_REPR.repr(err["input"])  # bounded depth: inputs can nest 1000 deep
+            shown = _shown(err["input"])
             line += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
         lines.append(line)
     return "; ".join(lines)
+
+
+def _shown(value: object) -> str:
+    """A short repr of an argument's value, whatever it is (bounded depth: inputs can nest 1000
+    deep; a value whose repr fails is named by its type)."""
+    try:
+        return escaped(_SHORT_REPR.repr(value))
+    except Exception:
+        return f"<{type(value).__name__}>"
 
 
 class ArgumentSchema:
