@@ -420,3 +420,21 @@ def test_records_appended_from_many_threads_in_fsync_mode_are_committed_together
     assert verify_audit(path).ok
     assert len(list(read_audit(path))) == 2000
     assert writes < 200, writes
+
+
+def test_fsync_records_from_a_running_loop_are_on_disk_when_awaited(tmp_path: Path) -> None:
+    """In a loop the write is the loop's own (one per iteration) and only the fsync is the
+    writer's; a blocking `append` from inside a loop is written by the writer, so it returns."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path, durability="fsync")
+
+    async def main() -> None:
+        tickets = [log.submit({"kind": "note", "time": 1.0, "n": n}) for n in range(300)]
+        await asyncio.gather(*(asyncio.wrap_future(t) for t in tickets if t is not None))
+        assert len(lines(path)) == 300  # on disk when awaited
+        log.append({"kind": "note", "time": 1.0, "n": 300})  # blocks this loop: no deadlock
+        assert len(lines(path)) == 301
+
+    asyncio.run(main())
+    log.close()
+    assert verify_audit(path).ok

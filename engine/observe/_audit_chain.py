@@ -64,7 +64,8 @@ class Chain:
         self.durability = durability
         self.rotate_bytes = rotate_bytes
         self.lock = threading.Lock()
-        self.pending: deque[Mapping[str, Any]] = deque()
+        # records, or (fsync mode) their JSON bodies already made by the thread that gave them
+        self.pending: deque[Mapping[str, Any] | bytes] = deque()
         self.closed = False
         self.failure: str | None = None  # why the log cannot be written now
         self._failed_at = 0.0
@@ -72,6 +73,10 @@ class Chain:
         self._seal_failing = False
         self._tickets = threading.Lock()  # fsync mode: a record and its ticket go together
         self.ticket: Future[None] = Future()
+        # fsync mode: writes made without their fsync (ticket, last seq, last hash), and
+        # whether an event loop has a write of the waiting records scheduled
+        self._unsynced: list[tuple[Future[None], int, bytes]] = []
+        self.loop_will_write = False
         self._seq, self._prev, self._size = 0, "", 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,8 +126,9 @@ class Chain:
         if self.durability == "batch":
             self.pending.append(entry)
             return None
+        body = dumps(entry)[1:-1]  # here, not in the writer: it would hold the GIL longer
         with self._tickets:
-            self.pending.append(entry)
+            self.pending.append(body)
             return self.ticket
 
     def admit(self) -> None:
@@ -138,12 +144,40 @@ class Chain:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def write_waiting(self) -> None:
+    def write_waiting(self, *, sync: bool = True) -> None:
         """Write what is waiting now, unless closed (takes the lock). Never raises for the
-        file's fault: a failure is the chain's state (``failure``) until a write succeeds."""
+        file's fault: a failure is the chain's state (``failure``) until a write succeeds.
+        In fsync mode, ``sync=False`` leaves the fsync (and the tickets) to `sync_written`:
+        an event loop writes, and the writer's thread, whose system calls would each wait for
+        the busy loop to let go of the GIL, only fsyncs."""
         with self.lock:
             if self.pending and not self.closed:
-                self._write_pending()
+                self._write_pending(sync=sync)
+
+    def sync_written(self) -> None:
+        """Fsync what was written with ``sync=False``, then seal it and tell its tickets."""
+        with self._tickets:
+            written, self._unsynced = self._unsynced, []
+        if not written:
+            return
+        with self.lock:
+            # a copy, which stays open if the file rotates meanwhile (closed: close fsynced it)
+            fd = -1 if self.closed else os.dup(self._fd)
+        try:
+            if fd >= 0:
+                os.fsync(fd)
+        except OSError as exc:
+            for ticket, _, _ in written:
+                ticket.set_exception(AuditError(f"cannot fsync the audit log: {exc.strerror}"))
+            log.error("cannot fsync the audit log %s: %s", self.path, exc.strerror)
+            return
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        _, seq, digest = written[-1]
+        self._seal_head(seq, digest)
+        for ticket, _, _ in written:
+            ticket.set_result(None)
 
     def close(self) -> None:
         """Write what is waiting and close the file. Safe to call twice, and from a finaliser.
@@ -156,6 +190,14 @@ class Chain:
             self.closed = True
             if self.pending:  # appended by another thread while the first write ran
                 self._write_pending()
+            with self._tickets:
+                written, self._unsynced = self._unsynced, []
+            if written:
+                with contextlib.suppress(OSError):
+                    os.fsync(self._fd)
+                self._seal_head(written[-1][1], written[-1][2])
+                for ticket, _, _ in written:
+                    ticket.set_result(None)
             if self.pending:
                 log.error(
                     "%d audit records could not be written to %s before it was closed: %s",
@@ -165,7 +207,7 @@ class Chain:
             os.close(self._fd)
             os.close(self._seal_fd)
 
-    def _write_pending(self) -> None:
+    def _write_pending(self, *, sync: bool = True) -> None:
         """Number, chain, seal and write the waiting records as one write (lock held); on
         success they leave ``pending``, on failure they stay and the file is cut back."""
         if self.durability == "fsync":
@@ -177,22 +219,29 @@ class Chain:
         if self.failure is not None:
             count += 1
             self.pending.appendleft(self._unwritable_record())
-        bodies = [dumps(entry)[1:-1] for entry in islice(self.pending, count)]
+        bodies = [
+            entry if isinstance(entry, bytes) else dumps(entry)[1:-1]
+            for entry in islice(self.pending, count)
+        ]
         try:
             with self._file_lock():
                 self._catch_up()
                 out, seq, prev = _chained(bodies, self._seq, self._prev.encode())
                 try:
                     _write_all(self._fd, out)
-                    if self.durability == "fsync":
+                    if self.durability == "fsync" and sync:
                         os.fsync(self._fd)
                 except OSError:
                     os.ftruncate(self._fd, self._size)  # never half a record before the next
                     raise
                 self._seq, self._prev = seq, prev.decode()
                 self._size += len(out)
-                self._seal_head(seq, prev)
+                later = ticket is not None and not sync
+                if not later:
+                    self._seal_head(seq, prev)
                 if self._size >= self.rotate_bytes:
+                    if later:  # what the file holds is fsynced before it is let go
+                        os.fsync(self._fd)
                     self._rotate()
         except (OSError, AuditError) as exc:
             self._failed(exc)
@@ -204,7 +253,10 @@ class Chain:
         if self.failure is not None:
             log.warning("the audit log %s is written again", self.path)
             self.failure, self._dropped = None, 0
-        if ticket is not None:
+        if ticket is not None and not sync:
+            with self._tickets:
+                self._unsynced.append((ticket, seq, prev))
+        elif ticket is not None:
             ticket.set_result(None)
 
     def _failed(self, exc: OSError | AuditError) -> None:

@@ -56,6 +56,7 @@ missing, which they are).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import weakref
@@ -134,7 +135,7 @@ class AuditLog:
         """Append a record already holding its ``kind`` and ``time`` (no copy is made, so the
         mapping must not change afterwards). In ``fsync`` mode, returns once it is on disk, and
         raises AuditError when it cannot be written."""
-        ticket = self.submit(entry)
+        ticket = self._submit(entry, in_loop=False)  # this thread waits: never its loop
         if ticket is not None:
             ticket.result()
 
@@ -142,7 +143,12 @@ class AuditLog:
         """Append a record without waiting (the engine's path): in ``fsync`` mode, returns the
         ticket of the write that will carry it, done once it is on disk (concurrent records
         share one write and one fsync); in ``batch`` mode, None. Raises AuditError when the log
-        is closed, or has kept as many records as it will while it cannot be written."""
+        is closed, or has kept as many records as it will while it cannot be written. From
+        a running event loop, await the ticket (``asyncio.wrap_future``), never block on it:
+        the write is made by that loop."""
+        return self._submit(entry, in_loop=True)
+
+    def _submit(self, entry: Mapping[str, Any], *, in_loop: bool) -> Future[None] | None:
         chain = self._chain
         if chain.durability == "batch" and chain.failure is None and not chain.closed:
             pending = chain.pending  # the hot path, in line: two records for every call
@@ -151,9 +157,26 @@ class AuditLog:
                 chain.write_waiting()
             return None
         ticket = chain.append(entry)
-        if ticket is not None:
+        if ticket is None:
+            return None
+        try:
+            loop = asyncio.get_running_loop() if in_loop else None
+        except RuntimeError:
+            loop = None
+        if loop is None:  # the writer's thread writes it
             self._wake.set()
+            return ticket
+        if not chain.loop_will_write:  # one write for all records of this loop iteration
+            chain.loop_will_write = True
+            loop.call_soon(self._write_from_loop)
         return ticket
+
+    def _write_from_loop(self) -> None:
+        """In the event loop, after the records of its iteration: write them (the loop holds
+        the GIL anyway), and leave the fsync to the writer's thread."""
+        self._chain.loop_will_write = False
+        self._chain.write_waiting(sync=False)
+        self._wake.set()
 
     def admit(self) -> None:
         """Raise AuditError while the log cannot be written (a full disk): the engine refuses
@@ -211,7 +234,9 @@ def _write_loop(chain: Chain, wake: threading.Event, delay: float) -> None:
         wake.wait(delay)
         wake.clear()  # before the write: a record appended from here on wakes the next round
         try:
-            chain.write_waiting()
+            chain.sync_written()  # what a loop wrote
+            if not chain.loop_will_write:
+                chain.write_waiting()  # what no loop will write (or a retry while failing)
         except Exception:  # a bug, not the file: said, and the thread goes on
             chain_log.exception("the audit log writer of %s failed", chain.path)
 
