@@ -156,24 +156,26 @@ class Chain:
 
     def sync_written(self) -> None:
         """Fsync what was written with ``sync=False``, then seal it and tell its tickets."""
-        with self._tickets:
-            written, self._unsynced = self._unsynced, []
-        if not written:
-            return
-        with self.lock:
-            # a copy, which stays open if the file rotates meanwhile (closed: close fsynced it)
-            fd = -1 if self.closed else os.dup(self._fd)
+        with self.lock:  # close takes them under the same lock: each write is settled once
+            with self._tickets:
+                written, self._unsynced = self._unsynced, []
+            if not written:
+                return
+            fd = os.dup(self._fd)  # a copy, which stays open if the file rotates meanwhile
         try:
-            if fd >= 0:
-                os.fsync(fd)
+            self._settle(written, fd)
+        finally:
+            os.close(fd)
+
+    def _settle(self, written: list[tuple[Future[None], int, bytes]], fd: int) -> None:
+        """Fsync ``fd``, which holds ``written``; then seal the last and tell every ticket."""
+        try:
+            os.fsync(fd)
         except OSError as exc:
+            log.error("cannot fsync the audit log %s: %s", self.path, exc.strerror)
             for ticket, _, _ in written:
                 ticket.set_exception(AuditError(f"cannot fsync the audit log: {exc.strerror}"))
-            log.error("cannot fsync the audit log %s: %s", self.path, exc.strerror)
             return
-        finally:
-            if fd >= 0:
-                os.close(fd)
         _, seq, digest = written[-1]
         self._seal_head(seq, digest)
         for ticket, _, _ in written:
@@ -193,11 +195,7 @@ class Chain:
             with self._tickets:
                 written, self._unsynced = self._unsynced, []
             if written:
-                with contextlib.suppress(OSError):
-                    os.fsync(self._fd)
-                self._seal_head(written[-1][1], written[-1][2])
-                for ticket, _, _ in written:
-                    ticket.set_result(None)
+                self._settle(written, self._fd)
             if self.pending:
                 log.error(
                     "%d audit records could not be written to %s before it was closed: %s",
