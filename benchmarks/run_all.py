@@ -9,8 +9,8 @@ from one run, in one table.
 
 It runs the measurements of the other scripts in this folder one after another in this process
 (bench_engine, bench_observability, bench_audit, bench_policy, bench_formats, bench_vfs,
-bench_process, bench_layers, bench_import, bench_peers), saying on stderr which part is being
-measured, and prints one row per figure: its value, the baseline it is compared with
+bench_process, bench_layers, bench_egress, bench_import, bench_peers), saying on stderr which
+part is being measured, and prints one row per figure: its value, the baseline it is compared with
 (measured in the same run, by the same script), the ratio of the two, and the target where
 there is one. How each figure is taken is in the docstring of its script. A call measured by
 two parts (``Engine.call`` is) differs between them by noise and by what it alternates with:
@@ -27,6 +27,7 @@ from time import perf_counter
 from typing import Any
 
 import bench_audit
+import bench_egress
 import bench_engine
 import bench_formats
 import bench_import
@@ -227,6 +228,10 @@ def formats(quick: bool) -> Rows:
     return standard("formats", bench_formats.run(quick))
 
 
+def egress(quick: bool) -> Rows:
+    return standard("egress", bench_egress.run(quick))
+
+
 # Stockade's µs-scale figures go first, on a small heap. The peers go last: importing them
 # (AgentScope brings openai, anthropic, mcp ...) multiplies the objects every full garbage
 # collection walks, which would weigh on the figures measured after it; within their own part
@@ -240,6 +245,7 @@ PARTS: list[tuple[str, Callable[[bool], Rows]]] = [
     ("VFS reads, writes and listing (bench_vfs)", vfs),
     ("process start and kill, with and without bubblewrap (bench_process)", process),
     ("commands on copy-on-write layers and their read masks (bench_layers)", layers),
+    ("a 10 MB download through the egress proxy vs the open network (bench_egress)", egress),
     ("library import and the command's start (bench_import)", startup),
     ("the same call through Stockade and its peers (bench_peers)", peers),
 ]

@@ -161,6 +161,39 @@ class ChangeNote:
         return shown
 
 
+@dataclass(slots=True, frozen=True)
+class ConnectionNote:
+    """One connection a command asked for, as its network's proxy judged it: the host and
+    port, how it asked (``connect``, ``http``, ``socks``, ``direct``), whether it was allowed
+    and why (or why not), where it went, the bytes each way, and when (Unix nanoseconds)."""
+
+    host: str
+    port: int
+    via: str
+    allowed: bool
+    reason: str
+    address: str | None
+    bytes_sent: int
+    bytes_received: int
+    at: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (the time left out: the record has its own)."""
+        shown: dict[str, Any] = {
+            "host": self.host,
+            "port": self.port,
+            "via": self.via,
+            "allowed": self.allowed,
+            "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received,
+        }
+        if self.address is not None:
+            shown["address"] = self.address
+        if self.reason:
+            shown["reason"] = self.reason
+        return shown
+
+
 @dataclass(slots=True)
 class CallNotes:
     """What the engine knows of a call beyond its content, kept in typed fields that only the
@@ -172,7 +205,8 @@ class CallNotes:
     names the call tried to set), ``truncated`` (characters of text and how many were kept),
     ``external`` (carried out outside the engine), ``dangerous_io`` (a tool on host paths). And
     the typed reports it accepted from the tool's `ToolOutput`: ``file`` and ``process``; and
-    ``changes``, what became of each thing a command changed in its copy-on-write view.
+    ``changes``, what became of each thing a command changed in its copy-on-write view;
+    ``connections``, each connection its command asked for under a filtered network.
     ``approval`` is ``unanswered`` for a shadow-mode ask nobody could answer.
     """
 
@@ -186,6 +220,7 @@ class CallNotes:
     file: FileReport | None = None
     process: ProcessReport | None = None
     changes: list[ChangeNote] = field(default_factory=list)
+    connections: list[ConnectionNote] = field(default_factory=list)
 
     def copy(self) -> CallNotes:
         """A copy whose lists can be changed without changing these notes."""
@@ -195,6 +230,7 @@ class CallNotes:
             retries=list(self.retries),
             ignored_arguments=list(self.ignored_arguments),
             changes=list(self.changes),
+            connections=list(self.connections),
         )
 
     def as_metadata(self) -> dict[str, Any]:

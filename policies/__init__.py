@@ -7,10 +7,11 @@ same answers in microseconds.
 """
 
 from stockade.policies.decision import Decision, Effect, strictest
+from stockade.policies.egress import EgressRules, NetworkMode
 from stockade.policies.lint import Finding, lint_policy, lint_text
 from stockade.policies.paths import PathSpellingError, canonical, fold
 from stockade.policies.policy import PRESETS, CallLimits, Policy
-from stockade.policies.policy_file import PolicyError, Problem, ProcessSpec
+from stockade.policies.policy_file import NetworkSpec, PolicyError, Problem, ProcessSpec
 from stockade.policies.request import Request
 from stockade.policies.shell import CommandLine, SimpleCommand, parse_command
 
@@ -20,7 +21,10 @@ __all__ = [
     "CommandLine",
     "Decision",
     "Effect",
+    "EgressRules",
     "Finding",
+    "NetworkMode",
+    "NetworkSpec",
     "PathSpellingError",
     "Policy",
     "PolicyError",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from stockade.policies.decision import Effect
+from stockade.policies.network_lint import network_findings
 from stockade.policies.policy import Policy
 from stockade.policies.policy_file import PolicyError, parse
 from stockade.policies.rules import Rule
@@ -89,13 +90,21 @@ def lint_text(text: str, *, source: str = "<text>") -> list[Finding]:
             "raw host-file tools run on host paths, outside the sandbox, without a warning on "
             'any call; keep mode = "warn" so every call is logged, or deny their paths by rules',
         )
-    if spec.process.network and not spec.process.require_isolation:
+    if spec.network is not None and not spec.process.require_isolation:
+        add(
+            "info",
+            ("network",),
+            "commands may reach the hosts [network] allows, a filter that needs bubblewrap; "
+            "consider require_isolation = true so that no command runs without it",
+        )
+    elif spec.process.network and not spec.process.require_isolation:
         add(
             "info",
             ("process", "network"),
             "commands may reach the network; consider require_isolation = true so that "
             "no command runs without bubblewrap",
         )
+    findings += [Finding(*found) for found in network_findings(spec, text)]
     if spec.process.require_isolation:
         add(
             "info",

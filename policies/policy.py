@@ -44,6 +44,7 @@ from stockade.policies.casbin_enforcer import (
 from stockade.policies.checks import UNBOXED_NOTE, Checks, isolation_required, unboxed
 from stockade.policies.compiled import CompiledRules
 from stockade.policies.decision import Decision, Effect, strictest
+from stockade.policies.egress import EgressRules, NetworkMode
 from stockade.policies.limits import CallLimits, Limits
 from stockade.policies.paths import PathSpellingError, canonical, fold, within
 from stockade.policies.policy_file import PolicyError, PolicySpec, ProcessSpec, parse, read
@@ -111,9 +112,10 @@ class Policy:
         self._path_cached = lru_cache(maxsize=_DECISION_CACHE)(self._decide_path)
         self._parse = lru_cache(maxsize=1024)(parse_command)
         self._checks = Checks(spec, compile_dangerous_commands(spec, source, text), self._parse)
-        self._require_isolation = spec.process.require_isolation
+        self._require_isolation = spec.process.require_isolation or spec.network is not None
         self._limits = Limits(spec.limits, spec.roles)
         self._casbin: CasbinMatcher | None = None
+        self._egress = None if spec.network is None else EgressRules.from_spec(spec.network)
 
     # -- building ----------------------------------------------------------------------------
 
@@ -149,11 +151,12 @@ class Policy:
         limits: Mapping[str, Any] | None = None,
         process: Mapping[str, Any] | None = None,
         host_files: Mapping[str, Any] | None = None,
+        network: Mapping[str, Any] | None = None,
         source: str = "<casbin>",
     ) -> Policy:
         """A policy from a casbin enforcer holding Stockade's lines (loaded by any casbin
         adapter: a CSV file, a database). What lines cannot hold (the default, shadow mode,
-        limits, the ``[process]`` and ``[host_files]`` tables) is given here."""
+        limits, the ``[process]``, ``[host_files]`` and ``[network]`` tables) is given here."""
         lines, groups = lines_from_enforcer(enforcer)
         data, protected = spec_from_lines(
             lines,
@@ -164,6 +167,8 @@ class Policy:
             process=process,
             host_files=host_files,
         )
+        if network is not None:
+            data["network"] = dict(network)
         return cls(parse(data, source=source), source=source, protected=protected)
 
     def protect(self, patterns: Iterable[str]) -> Policy:
@@ -202,6 +207,19 @@ class Policy:
     def process(self) -> ProcessSpec:
         """How commands run under this policy: isolation required or not, network, limits."""
         return self.spec.process
+
+    @property
+    def network_mode(self) -> NetworkMode:
+        """How commands reach the network: ``none``, ``open`` (every host) or ``filtered``
+        (the hosts a ``[network]`` table allows, judged by `egress`)."""
+        if self._egress is not None:
+            return "filtered"
+        return "open" if self.spec.process.network else "none"
+
+    @property
+    def egress(self) -> EgressRules | None:
+        """The ``[network]`` table, compiled (built once, at load); None without one."""
+        return self._egress
 
     # -- deciding ----------------------------------------------------------------------------
 

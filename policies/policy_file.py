@@ -11,12 +11,28 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from stockade.errors import StockadeError
+from stockade.policies.array_lines import array_item_line
 from stockade.policies.decision import Effect
+from stockade.policies.host_patterns import (
+    check_address,
+    check_name,
+    check_network,
+    parse_pattern,
+)
 from stockade.policies.request import ACTIONS
 from stockade.policies.source import SourceMap
 
@@ -141,6 +157,74 @@ class ProcessSpec(_Strict):
     file_mb: int = Field(default=1024, ge=1, description="Largest file a process may write.")
 
 
+def _pattern(text: str) -> str:
+    parse_pattern(text)  # kept as written: lint and errors quote it; EgressRules compiles it
+    return text
+
+
+def _host_name(text: str) -> str:
+    check_name(text)
+    return text
+
+
+def _address(text: str) -> str:
+    check_address(text)
+    return text
+
+
+def _network(text: str) -> str:
+    check_network(text)
+    return text
+
+
+HostPatternText = Annotated[str, AfterValidator(_pattern)]
+
+
+class NetworkSpec(_Strict):
+    """Which hosts commands may reach, by name (TOML ``[network]``); with this table a
+    command's network goes through a proxy that asks these lists about every connection."""
+
+    allow: list[HostPatternText] = Field(
+        default_factory=list,
+        description="Host patterns commands may reach: pypi.org, *.pythonhosted.org (names "
+        "under it, not itself), 10.0.0.5, [::1], * (every host); :port or :* (any port) after "
+        "one, else ports 80 and 443.",
+    )
+    deny: list[HostPatternText] = Field(
+        default_factory=list,
+        description="Host patterns commands may not reach, written like allow; deny wins.",
+    )
+    unlisted: Literal["deny", "ask"] = Field(
+        default="deny",
+        description="What a connection to a host on neither list gets: deny, or ask someone.",
+    )
+    reach_private: list[Annotated[str, AfterValidator(_network)]] = Field(
+        default_factory=list,
+        description="Networks (CIDRs: 10.0.0.0/8, 127.0.0.1/32, fd00::/8) that allowed hosts "
+        "may resolve to although loopback, link-local or private; none by default.",
+    )
+    hosts: dict[
+        Annotated[str, AfterValidator(_host_name)], Annotated[str, AfterValidator(_address)]
+    ] = Field(
+        default_factory=dict,
+        description="Name = IP address, used instead of DNS (like /etc/hosts): for local "
+        "services and tests.",
+    )
+
+    @field_validator("hosts")
+    @classmethod
+    def _one_address_per_name(cls, hosts: dict[str, str]) -> dict[str, str]:
+        seen: dict[str, str] = {}
+        for name in hosts:
+            normal = check_name(name)
+            if normal in seen:
+                raise ValueError(
+                    f"{seen[normal]!r} and {name!r} are the same name; keep one of them"
+                )
+            seen[normal] = name
+        return hosts
+
+
 class LimitsSpec(_Strict):
     """How many calls may be in flight, and which tools always run alone."""
 
@@ -202,7 +286,13 @@ class PolicySpec(_Strict):
         default_factory=lambda: DangerousCommandsSpec()
     )
     limits: LimitsSpec = Field(default_factory=lambda: LimitsSpec())
-    process: ProcessSpec = Field(default_factory=lambda: ProcessSpec())
+    # before process: process's validator reads it
+    network: NetworkSpec | None = Field(
+        default=None,
+        description="Hosts commands may reach, by name; without it, [process] network says "
+        "all or nothing.",
+    )
+    process: ProcessSpec = Field(default_factory=lambda: ProcessSpec(), validate_default=True)
     mcp: McpSpec = Field(default_factory=lambda: McpSpec())
     host_files: HostFilesSpec = Field(default_factory=lambda: HostFilesSpec())
     rules: list[RuleSpec] = Field(default_factory=list)
@@ -211,6 +301,24 @@ class PolicySpec(_Strict):
     @classmethod
     def _role_names(cls, roles: dict[str, list[str]]) -> dict[str, list[str]]:
         return {_name(role): [_name(m) for m in members] for role, members in roles.items()}
+
+    @field_validator("process")
+    @classmethod
+    def _networked_when_filtered(cls, process: ProcessSpec, info: ValidationInfo) -> ProcessSpec:
+        """A [network] table gives commands a network filtered by name, which the engine hands
+        to the command tools that take one (an ``egress`` parameter); ``process.network``, what
+        a command tool that does not take one passes on, is then false: no such tool can open
+        every host while a table lists some (``Policy.network_mode`` says "filtered")."""
+        if info.data.get("network") is None:
+            return process
+        if "network" in process.model_fields_set and not process.network:
+            raise PydanticCustomError(
+                "network_contradiction",
+                "network = false, but a [network] table lets commands reach the hosts it "
+                "allows; remove network = false (or the [network] table, to keep commands "
+                "offline)",
+            )
+        return process.model_copy(update={"network": False}) if process.network else process
 
     @property
     def default_effect(self) -> Effect:
@@ -232,7 +340,18 @@ def parse(data: Mapping[str, Any], *, source: str, text: str | None = None) -> P
                 message = "unknown key; check the spelling against the policy format in the README"
             elif err["type"] == "literal_error" and location[-1:] in (("effect",), ("default",)):
                 message = "unknown effect; use allow, warn, ask or deny"
+            elif err["type"] == "network_contradiction":
+                location = ("process", "network")
+            elif err["type"] == "string_type" and location[:2] == ("network", "hosts"):
+                message = 'give an address as a string; quote a name with dots: "db.test" = ...'
+            elif err["type"] == "value_error" and location[:1] == ("network",):
+                message = message.removeprefix("Value error, ")  # ours say it all
+            if location[-1:] == ("[key]",):  # a bad key of a table: the key names it
+                location = location[:-1]
             line = lines.line(location) if lines else None
+            item = location[2] if len(location) == 3 and location[0] == "network" else None
+            if line and text and isinstance(item, int):  # one pattern of a list: its own line
+                line = array_item_line(text, line, item) or line
             problems.append(Problem(source, line, _dotted(location), message))
         raise PolicyError("invalid policy", problems) from None
     seen: dict[str, int] = {}

@@ -4,6 +4,7 @@ This package imports nothing from ``engine`` or ``policies``.
 """
 
 from stockade.sandbox.bubblewrap import BOX_PRIVATE_PATHS, Bubblewrap, isolation_available
+from stockade.sandbox.egress import Connection, Egress, Verdict
 from stockade.sandbox.errors import (
     ExistsError,
     IsADirectoryError_,
@@ -27,6 +28,8 @@ __all__ = [
     "BOX_PRIVATE_PATHS",
     "Bubblewrap",
     "Change",
+    "Connection",
+    "Egress",
     "ExistsError",
     "FileInfo",
     "Guard",
@@ -42,6 +45,7 @@ __all__ = [
     "QuotaError",
     "ReadOnlyError",
     "SandboxError",
+    "Verdict",
     "VirtualFS",
     "isolation_available",
     "openat2_available",

@@ -130,11 +130,15 @@ def box(
     executable: str,
     info_fd: int | None = None,
     views: View | None = None,
+    filtered: Path | None = None,
 ) -> Box:
     """The bwrap argv (ending in ``--``) for a process in ``cwd`` (a logical path) that sees
     ``mounts``: each host mount's folder, or with ``views`` the merged copy-on-write view of
-    each writable one (and of a memory or overlay mount the views show). Raises SandboxError
-    when ``cwd`` is not inside a mount the process sees."""
+    each writable one (and of a memory or overlay mount the views show). With ``filtered`` (a
+    folder holding the box's ``resolv.conf`` and ``hosts``) the network is filtered: a network
+    namespace of its own, whose first program may open low ports and drops that right before
+    the command (`stockade.sandbox.egress_stub`). Raises SandboxError when ``cwd`` is not
+    inside a mount the process sees."""
     cwd = normalize(cwd)
     argv = [
         executable,
@@ -150,8 +154,10 @@ def box(
         "--hostname",
         "stockade",
     ]
-    if not network:
+    if not network or filtered is not None:
         argv.append("--unshare-net")
+    if filtered is not None:
+        argv += ["--cap-add", "CAP_NET_BIND_SERVICE", "--cap-add", "CAP_SETPCAP"]
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]  # where bubblewrap says its init's pid
     for folder in SYSTEM_DIRS:
@@ -159,8 +165,11 @@ def box(
             argv += ["--symlink", os.readlink(folder), folder]
         elif os.path.isdir(folder):
             argv += ["--ro-bind", folder, folder]
-    for name in (*ETC_FILES, *(ETC_NETWORK_FILES if network else ())):
-        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    for name in (*ETC_FILES, *(ETC_NETWORK_FILES if network or filtered else ())):
+        if filtered is not None and name in ("resolv.conf", "hosts"):
+            argv += ["--ro-bind", str(filtered / name), f"/etc/{name}"]
+        else:
+            argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     argv += ["--proc", "/proc", "--dev", "/dev"]
     for folder in BOX_PRIVATE_PATHS:
         argv += ["--tmpfs", folder]

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stockade.sandbox.egress import Connection
+
 MiB = 1024 * 1024
 
 Isolation = Literal["bubblewrap", "bubblewrap+layers", "bubblewrap+rebinds", "none"]
@@ -79,8 +81,10 @@ class ProcessResult(BaseModel):
     memory of the whole tree seen, in bytes (sampled every few milliseconds: a run that ends
     before the first look reports 0); ``cpu_s`` the CPU time of the tree (what the kernel
     reported for reaped processes, or what was sampled, whichever is more). ``isolation``
-    says whether bubblewrap contained the run; ``warnings`` say what a reader must know (no
-    isolation, a mount the process could not see).
+    says whether bubblewrap contained the run; ``network`` whether it could reach any network;
+    with a filtered network, ``connections`` are those it asked for, allowed and refused (the
+    first thousand; ``connections_dropped`` counts the rest). ``warnings`` say what a reader
+    must know (no isolation, a mount the process could not see).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -99,6 +103,8 @@ class ProcessResult(BaseModel):
     duration_s: float = 0.0
     isolation: Isolation = "none"
     network: bool = False
+    connections: tuple[Connection, ...] = ()
+    connections_dropped: int = 0
     warnings: tuple[str, ...] = ()
 
     @property

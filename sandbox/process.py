@@ -47,10 +47,13 @@ import sys
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Literal
 
 from stockade.sandbox.bubblewrap import SANDBOX_PATH, Bubblewrap, box
 from stockade.sandbox.cgroups import PidsGroup
+from stockade.sandbox.egress import HOSTS, PROXY_ENV, RESOLV_CONF, Egress
+from stockade.sandbox.egress_proxy import Proxy
 from stockade.sandbox.errors import SandboxError
 from stockade.sandbox.init_report import InitReport
 from stockade.sandbox.limits import Isolation, Limits, ProcessResult
@@ -79,7 +82,7 @@ def run_process(
     cwd: str = "/workspace",
     timeout: float,
     limits: Limits | None = None,
-    network: bool = False,
+    network: bool | Egress = False,
     env: Mapping[str, str] | None = None,
     input: bytes | None = None,
     isolation: IsolationChoice = "auto",
@@ -96,7 +99,9 @@ def run_process(
     it works here (see `Bubblewrap.probe`); without one, ``"auto"`` and ``"bubblewrap"`` probe
     at this call, which runs bwrap once. With ``staging`` (which needs bubblewrap) the command
     sees the writable mounts through its copy-on-write layers: nothing it does reaches them
-    until the caller applies ``staging.changes()``. Raises SandboxError for a bad ``cwd``,
+    until the caller applies ``staging.changes()``. ``network`` is False (none), True (all of
+    it) or an `Egress` (the hosts its judge allows, through a proxy on this side; needs
+    bubblewrap), whose connections the result lists. Raises SandboxError for a bad ``cwd``,
     ``env`` or ``timeout`` (nothing ran); everything the command does is in the result.
     """
     limits = limits or Limits()
@@ -119,6 +124,11 @@ def run_process(
                 "the 'bubblewrap' package (and allow unprivileged user namespaces), or run "
                 "without it"
             )
+    if isinstance(network, Egress) and bwrap is None:
+        raise SandboxError(
+            "a network filtered by host needs bubblewrap (without a box the command reaches "
+            "every host): install the 'bubblewrap' package, or run with network=False"
+        )
     with contextlib.ExitStack() as cleanup:
         # everything below is this run's alone (its token, group, report, home), and each
         # thing is closed or removed once, by the one that made it
@@ -126,18 +136,24 @@ def run_process(
         prlimit = _prlimit()
         warnings: list[str] = []
         report: InitReport | None = None
+        proxy: Proxy | None = None
         if bwrap is not None:
             report = cleanup.enter_context(InitReport())  # bubblewrap says its init's pid here
+            filtered = None
+            stub: list[str] = []
+            if isinstance(network, Egress):
+                proxy, filtered, stub = _filtered(network, cleanup)
             boxed = box(
                 fs.mounts,
                 cwd,
-                network=network,
+                network=network is True,
                 executable=bwrap,
                 info_fd=report.write_end,
                 views=staging,
+                filtered=filtered,
             )
             warnings += boxed.warnings
-            argv = [*boxed.argv, *_limited(prlimit, limits, boxed=True), *command]
+            argv = [*boxed.argv, *stub, *_limited(prlimit, limits, boxed=True), *command]
             host_cwd: str | None = None
             home = "/tmp"  # one of BOX_PRIVATE_PATHS: the run's own, and gone after it
             used: Isolation = "bubblewrap" if staging is None else staging.isolation
@@ -177,6 +193,7 @@ def run_process(
             "USER": "sandbox",
             "LOGNAME": "sandbox",
             "SHELL": "/bin/bash",
+            **(PROXY_ENV if proxy is not None else {}),
             **extra_env,
             RUN_TOKEN: token,
         }
@@ -193,10 +210,17 @@ def run_process(
             report=report,
             argv_has_limits=prlimit is not None,
             enter=enter,
+            pass_fds=(proxy.box_end,) if proxy is not None else (),
+            started=proxy.started if proxy is not None else None,
         ).run()
     # without a box the command could reach the network whatever was asked
-    reachable = network if bwrap is not None else True
-    return outcome.result(used, reachable, tuple(warnings))
+    reachable = network is not False if bwrap is not None else True
+    result = outcome.result(used, reachable, tuple(warnings))
+    if proxy is None:
+        return result
+    return result.model_copy(
+        update={"connections": tuple(proxy.connections), "connections_dropped": proxy.dropped}
+    )
 
 
 async def run_process_async(
@@ -206,7 +230,7 @@ async def run_process_async(
     cwd: str = "/workspace",
     timeout: float,  # noqa: ASYNC109 - the process's own deadline, enforced by run_process
     limits: Limits | None = None,
-    network: bool = False,
+    network: bool | Egress = False,
     env: Mapping[str, str] | None = None,
     input: bytes | None = None,
     isolation: IsolationChoice = "auto",
@@ -245,6 +269,23 @@ async def run_process_async(
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+
+def _filtered(egress: Egress, cleanup: contextlib.ExitStack) -> tuple[Proxy, Path, list[str]]:
+    """A run's filtered network: its proxy (closed when the run is over), the folder of the
+    box's ``resolv.conf`` and ``hosts``, and the argv of the box's first program."""
+    folder = Path(tempfile.mkdtemp(prefix="stockade-net-"))
+    cleanup.callback(shutil.rmtree, folder, ignore_errors=True)
+    (folder / "resolv.conf").write_text(RESOLV_CONF)
+    (folder / "hosts").write_text(HOSTS)
+    proxy = Proxy(egress)
+    cleanup.callback(proxy.close)
+    ports = ",".join(str(port) for port in egress.captured())
+    stub = [sys.executable, "-I", "-S", "-c", _STUB_SOURCE, str(proxy.box_end), ports, "--"]
+    return proxy, folder, stub
+
+
+_STUB_SOURCE = (Path(__file__).parent / "egress_stub.py").read_text(encoding="utf-8")
 
 
 def _argv(argv_or_command: str | Sequence[str]) -> list[str]:

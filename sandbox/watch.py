@@ -134,8 +134,12 @@ class WatchedRun:
         report: InitReport | None = None,
         argv_has_limits: bool = True,
         enter: Callable[[], None] | None = None,
+        pass_fds: tuple[int, ...] = (),
+        started: Callable[[], None] | None = None,
     ) -> None:
         self.argv = argv
+        self.pass_fds = pass_fds
+        self.on_started = started
         self.env = env
         self.cwd = cwd
         self.limits = limits
@@ -169,7 +173,8 @@ class WatchedRun:
                         pipe.close()  # the pipe's own object: closing it twice closes once
 
     def _start(self) -> None:
-        pass_fds = (self.report.write_end,) if self.report is not None else ()
+        report = (self.report.write_end,) if self.report is not None else ()
+        pass_fds = (*report, *self.pass_fds)
         argv = self.argv
         try:
             self.proc = subprocess.Popen(
@@ -196,6 +201,8 @@ class WatchedRun:
         finally:
             if self.report is not None:
                 self.report.started()
+            if self.on_started is not None:
+                self.on_started()
         self.started = time.monotonic()
         self.deadline = self.started + self.timeout
         self.pid = self.proc.pid

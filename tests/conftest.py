@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from net_hosts import fake_net, loopback_host  # noqa: F401 - the test network's fixtures
 from support import bin_without_bubblewrap
 
 from stockade.sandbox import Mount, VirtualFS

@@ -176,8 +176,8 @@ def test_run_all_quick_run_prints_every_figure_in_one_table_with_progress() -> N
     )
     assert done.returncode == 0, done.stderr
     # progress goes to stderr, part by part, so that the JSON on stdout stays parseable
-    assert "[1/10]" in done.stderr
-    assert "[10/10]" in done.stderr
+    assert "[1/11]" in done.stderr
+    assert "[11/11]" in done.stderr
     rows = {r["measure"]: r for r in json.loads(done.stdout)}
     stockade = [
         "Stockade Engine.call",

@@ -154,16 +154,19 @@ PUBLIC: dict[str, list[str]] = {
         "read_audit", "tool", "verify_audit",
     ],
     "stockade.policies": [
-        "CallLimits", "CommandLine", "Decision", "Effect", "Finding", "PRESETS",
+        "CallLimits", "CommandLine", "Decision", "Effect", "EgressRules", "Finding",
+        "NetworkMode", "NetworkSpec", "PRESETS",
         "PathSpellingError", "Policy", "PolicyError", "Problem", "ProcessSpec", "Request",
         "SimpleCommand", "canonical", "fold", "lint_policy", "lint_text", "parse_command",
         "strictest",
     ],
     "stockade.sandbox": [
-        "BOX_PRIVATE_PATHS", "Bubblewrap", "Change", "ExistsError", "FileInfo", "Guard",
+        "BOX_PRIVATE_PATHS", "Bubblewrap", "Change", "Connection", "Egress", "ExistsError",
+        "FileInfo", "Guard",
         "IsADirectoryError_", "Limits", "Mount", "NotADirectoryError_", "NotFoundError",
         "NotTextError", "PathDeniedError", "PathEscapeError", "ProcessResult", "QuotaError",
-        "ReadOnlyError", "SandboxError", "VirtualFS", "isolation_available", "openat2_available",
+        "ReadOnlyError", "SandboxError", "Verdict", "VirtualFS", "isolation_available",
+        "openat2_available",
         "run_process", "run_process_async",
     ],
     "stockade.engine.tools": [

@@ -1859,6 +1859,7 @@ def test_lint_dangerous_commands_allowed_and_network_without_isolation() -> None
     found = [(f.severity, f.line, f.key) for f in lint_text(text)]
     assert found == [
         ("warning", 3, "dangerous_commands.effect"),
+        ("warning", 5, "process.network"),  # every host: no [network] table lists some
         ("info", 5, "process.network"),
     ]
     # with isolation required the network note goes, and the note on what requiring it costs
@@ -1866,6 +1867,7 @@ def test_lint_dangerous_commands_allowed_and_network_without_isolation() -> None
     isolated = text + "require_isolation = true\n"
     assert [f.key for f in lint_text(isolated)] == [
         "dangerous_commands.effect",
+        "process.network",
         "process.require_isolation",
     ]
 

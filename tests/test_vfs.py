@@ -40,6 +40,7 @@ from stockade.sandbox import (
     SandboxError,
     VirtualFS,
 )
+from stockade.sandbox.egress_wire import WireError
 
 KINDS = ("host", "memory", "overlay")
 
@@ -741,6 +742,7 @@ BUILTIN_BASES: list[tuple[type[Exception], type[Exception]]] = [
     (NotADirectoryError_, NotADirectoryError),
     (ExistsError, FileExistsError),
     (NotTextError, ValueError),
+    (WireError, OSError),  # what a boxed command sent its network's proxy
 ]
 
 

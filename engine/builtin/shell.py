@@ -32,6 +32,7 @@ from stockade.engine.tools import RegisteredTool, tool
 from stockade.engine.tools.catalog import BASIC, ToolCatalog
 from stockade.policies import ProcessSpec
 from stockade.sandbox import Bubblewrap, Limits, ProcessResult, VirtualFS, run_process_async
+from stockade.sandbox.egress import Egress
 from stockade.sandbox.views import View
 
 # the engine's own cap on a call (a hard stop, beyond the process's timeout from the policy)
@@ -64,16 +65,18 @@ async def _run(
     bubblewrap: Bubblewrap,
     timeout_s: float | None,
     staging: View | None,
+    egress: Egress | None,
     stdin: bytes | None = None,
 ) -> ToolOutput:
     """Run under the policy's process settings, boxed as the engine judged the call (the same
-    `Bubblewrap`); a call may ask for less time, never more."""
+    `Bubblewrap`), with the call's filtered network when the policy lists hosts; a call may
+    ask for less time, never more."""
     result = await run_process_async(
         command,
         fs=fs,
         timeout=process.timeout_s if timeout_s is None else min(timeout_s, process.timeout_s),
         limits=limits_of(process),
-        network=process.network,
+        network=egress if egress is not None else process.network,
         input=stdin,
         bubblewrap=bubblewrap,
         staging=staging,
@@ -102,11 +105,30 @@ def render(result: ProcessResult) -> ToolOutput:
             f"{result.stderr_bytes:,} of stderr were written; the first part of each is shown]"
         )
     lines += [f"warning: {w}" for w in result.warnings]
+    lines += _network(result)
     if result.timed_out:
         raise ToolTimeoutError("\n".join(lines))
-    metadata = result.model_dump(exclude={"stdout", "stderr"})
+    # the connections reach the audit record and the span through the call's notes
+    metadata = result.model_dump(exclude={"stdout", "stderr", "connections"})
     report = ProcessReport(result.isolation, result.exit_code, result.killed_reason)
     return ToolOutput("\n".join(lines), {"process": metadata}, process=report)
+
+
+def _network(result: ProcessResult) -> list[str]:
+    """A line on where a command with a filtered network went, and one per host refused."""
+    connections = result.connections
+    if not connections:
+        return []
+    refused = [c for c in connections if not c.allowed]
+    lines = [
+        f"network: {len(connections) - len(refused)} connection(s) allowed, {len(refused)} refused"
+    ]
+    shown: set[tuple[str, int]] = set()
+    for connection in refused:
+        if (connection.host, connection.port) not in shown and len(shown) < 10:
+            shown.add((connection.host, connection.port))
+            lines.append(f"refused: {connection.host}:{connection.port}: {connection.reason}")
+    return lines
 
 
 _STOPPED = {
@@ -128,6 +150,7 @@ async def run_shell(
     bubblewrap: Annotated[Bubblewrap, FromContext],
     timeout_s: Annotated[float | None, Field(gt=0)] = None,
     staging: View | None = None,
+    egress: Egress | None = None,
 ) -> ToolOutput:
     """Run a bash command line in the workspace sandbox and return its exit code and output.
 
@@ -140,7 +163,7 @@ async def run_shell(
         command: The bash command line, e.g. "pytest -q tests/test_x.py".
         timeout_s: Seconds before the command is killed (at most the policy's limit).
     """
-    return await _run(command, fs, process, bubblewrap, timeout_s, staging)
+    return await _run(command, fs, process, bubblewrap, timeout_s, staging, egress)
 
 
 @tool(command="code", command_prefix=("python3", "-c"), timeout=TOOL_TIMEOUT_S)
@@ -151,6 +174,7 @@ async def run_python(
     bubblewrap: Annotated[Bubblewrap, FromContext],
     timeout_s: Annotated[float | None, Field(gt=0)] = None,
     staging: View | None = None,
+    egress: Egress | None = None,
 ) -> ToolOutput:
     """Run Python code in the workspace sandbox and return what it printed.
 
@@ -164,7 +188,7 @@ async def run_python(
     # the code comes on standard input: an argument could hold at most 128 KiB
     stdin = code.encode("utf-8", "surrogatepass")
     argv = [sys.executable, "-I", "-"]
-    return await _run(argv, fs, process, bubblewrap, timeout_s, staging, stdin)
+    return await _run(argv, fs, process, bubblewrap, timeout_s, staging, egress, stdin)
 
 
 SHELL_TOOLS = (run_shell, run_python)

@@ -173,9 +173,16 @@ class _Replay:
             f"[dim][{number}/{total}][/] {result.tool} [{style}]{result.status}[/]{why}  {detail}"
         )
 
-    def _answer(self, call: ToolCall, decision: Decision) -> bool:
+    def _answer(self, call: ToolCall, decision: Decision) -> bool | str:
         if self.approve != "ask":
             return self.approve == "yes"
+        if (decision.rule or "").startswith("network."):
+            # a host the command wants to reach, asked about while it runs
+            self.console.print(
+                f"[bold]{escape(call.name)}[/] wants to reach {escape(decision.target or '?')}"
+            )
+            self.console.print(f"  asks because: {escape(decision.reason)}")
+            return _host_answer()
         # escaped: a path or command spelled as markup ("[conceal]") must not hide what is asked
         self.console.print(f"[bold]{escape(call.name)}[/] {escape(_describe(call))}")
         if decision.asks:
@@ -213,6 +220,19 @@ def _describe(call: ToolCall) -> str:
         return arguments[:200]
     shown = {k: (v if len(str(v)) <= 80 else f"{str(v)[:80]}...") for k, v in arguments.items()}
     return json.dumps(shown, ensure_ascii=False, default=str)
+
+
+def _host_answer() -> bool | str:
+    """Allow a host for this call, the session, always, or not (no answer is no)."""
+    sys.stderr.write("Allow? [y]es for this call, [s]ession, [a]lways, [N]o: ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    return _HOST_ANSWERS.get(answer, False)
+
+
+_HOST_ANSWERS: dict[str, bool | str] = {
+    "y": True, "yes": True, "s": "session", "session": "session", "a": "always", "always": "always"
+}  # fmt: skip
 
 
 def _confirm(question: str) -> bool:

@@ -95,7 +95,8 @@ def standard_toolkit(*, shell: bool = True) -> Toolkit:
 class Session:
     """The toolkit, file system, policy, audit log and traces of one command, and the engine
     over them. With ``state``, the audit log and the traces go to ``state/audit.jsonl`` and
-    ``state/traces.jsonl``; without, nothing is recorded. Close it (``async with``, or
+    ``state/traces.jsonl`` (and hosts approved "always" to ``state/approved-hosts.json``);
+    without, nothing is recorded. Close it (``async with``, or
     `aclose`) to write what is waiting. Raises `SandboxError`, `AuditError` or OSError when a
     part cannot be opened, having closed the parts opened before it."""
 
@@ -131,6 +132,7 @@ class Session:
                 audit=self.audit,
                 tracer_provider=self.provider,
                 approver=approver,
+                approved_hosts=state / "approved-hosts.json" if state is not None else None,
             )
             opened.pop_all()  # everything opened: the session owns it now
 

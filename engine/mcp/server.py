@@ -134,7 +134,7 @@ class McpService:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        network = self.engine.policy.process.network
+        network = self.engine.policy.network_mode != "none"
         return types.ListToolsResult(
             tools=[
                 types.Tool(

@@ -65,6 +65,7 @@ class OutcomeRecord(TypedDict):
     warnings: NotRequired[list[str]]
     dangerous_io: NotRequired[bool]
     changes: NotRequired[list[dict[str, Any]]]
+    connections: NotRequired[list[dict[str, Any]]]
 
 
 def intent_record(call: ToolCall, request: Request, decision: Decision) -> IntentRecord:
@@ -132,4 +133,6 @@ def outcome_record(call: ToolCall, result: ToolResult) -> OutcomeRecord:
         record["dangerous_io"] = True
     if notes.changes:  # every one, applied or not: what a command did is the point of the log
         record["changes"] = [change.as_dict() for change in notes.changes]
+    if notes.connections:  # every one, allowed or not: where a command went is the point too
+        record["connections"] = [c.as_dict() for c in notes.connections]
     return record

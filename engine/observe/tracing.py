@@ -340,6 +340,12 @@ class CallTracer:
                         "change refused",
                         {"path": change.path, "kind": change.kind, "reason": change.reason},
                     )
+        for connection in notes.connections:  # each when it was asked for
+            span.add_event(
+                "connection allowed" if connection.allowed else "connection refused",
+                {k: v for k, v in connection.as_dict().items() if k != "allowed"},
+                timestamp=connection.at or None,
+            )
 
     @contextlib.contextmanager
     def run(self, name: str, attributes: Mapping[str, Any]) -> Iterator[Span]:

@@ -39,6 +39,7 @@ class Answer(NamedTuple):
     approved: bool
     verdict: str = ""
     warning: str | None = None
+    scope: str | None = None  # how far an approval reaches: "call", "session" or "always"
 
 
 async def put(
@@ -70,7 +71,13 @@ async def put(
         return _unanswered(call, timeout_s, synchronous)
     except Exception as exc:
         return _failed(exc)
+    if answer in _SCOPES:
+        return Answer(True, scope=str(answer))
     return Answer(answer is True)
+
+
+# what an approver may answer instead of True, to approve a host for longer than the call
+_SCOPES = frozenset({"call", "session", "always"})
 
 
 def _failed(exc: BaseException) -> Answer:

@@ -18,6 +18,12 @@ Under a read-only policy the command still runs, on its view, and everything it 
 discarded: the result says so. A command tool of one's own gets its view by declaring a
 ``staging: View | None = None`` parameter and handing it to `run_process`; one that does not
 runs on the mounts as they are.
+
+Under a policy with a ``[network]`` table, a command tool that declares an ``egress: Egress |
+None = None`` parameter gets the call's filtered network (`_egress`), to hand to `run_process`
+as its ``network``; every connection is judged when it is made and noted. A tool that does not
+declare it gets no network at all (the table's ``[process] network`` is off), so a policy's
+list of hosts is never silently not applied.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any
 
 from stockade.engine.content import ToolOutput
 from stockade.engine.messages import ChangeNote
+from stockade.engine.pipeline._egress import HostApprovals, HostJudge
 from stockade.engine.pipeline._fallback import check_after, fallback_view
 from stockade.engine.pipeline._masks import ReadMasks
 from stockade.engine.pipeline._settle import settle, summary
@@ -37,6 +44,7 @@ from stockade.engine.tools import RegisteredTool
 from stockade.errors import StockadeError
 from stockade.policies import Policy
 from stockade.sandbox import Bubblewrap, VirtualFS
+from stockade.sandbox.egress import Egress
 from stockade.sandbox.layers import Staging, layers_available
 from stockade.sandbox.shown import show
 from stockade.sandbox.views import Rebinds, View
@@ -46,11 +54,14 @@ class Commands:
     """The engine's command step: one per engine, holding what outlives a call (the folder
     listings the masks were made from, whether layers work here)."""
 
-    __slots__ = ("_masks", "fs", "layers_problem", "policy")
+    __slots__ = ("_masks", "approvals", "fs", "layers_problem", "policy")
 
-    def __init__(self, policy: Policy, fs: VirtualFS | None) -> None:
+    def __init__(
+        self, policy: Policy, fs: VirtualFS | None, approvals: HostApprovals | None = None
+    ) -> None:
         self.policy = policy
         self.fs = fs
+        self.approvals = approvals if approvals is not None else HostApprovals()
         self._masks = ReadMasks(policy)
         # None: not probed yet; "": layers work; else why not
         self.layers_problem: str | None = None
@@ -81,7 +92,8 @@ class Commands:
     ) -> tuple[Any, int]:
         """Run ``attempt`` (the call's attempts, boxed) on a view of its mounts, then settle
         what it changed: on copy-on-write layers where they work, else on the fallback view."""
-        name = _view_parameter(admitted)
+        self._give_network(admitted)
+        name = _parameter(admitted, View)
         fs = self.fs
         if name is None or fs is None:
             return await attempt
@@ -128,6 +140,16 @@ class Commands:
         assert isinstance(view, Rebinds)
         return await check_after(admitted, view, fs, policy, self._masks, approver, can_ask=can_ask)
 
+    def _give_network(self, admitted: Admitted) -> None:
+        """The call's filtered network, to a tool that takes one, under a ``[network]`` table."""
+        rules = self.policy.egress
+        name = _parameter(admitted, Egress)
+        if rules is None or name is None:
+            return
+        loop = asyncio.get_running_loop()
+        judge = HostJudge(rules, admitted, self.approvals, loop, shadow=self.policy.shadow)
+        admitted.kwargs[name] = judge.egress()
+
     def _stage(self, admitted: Admitted, fs: VirtualFS) -> Staging:
         masks = self._masks.masks(admitted.request, fs.mounts, fs=fs)
         if admitted.notes is not None and admitted.notes.approval == "approved":
@@ -155,9 +177,9 @@ def _close_made(future: asyncio.Future[View]) -> None:
         future.result().close()
 
 
-def _view_parameter(admitted: Admitted) -> str | None:
+def _parameter(admitted: Admitted, wanted: type) -> str | None:
     for injection in admitted.tool.injections:
-        if issubclass(injection.type, View):
+        if issubclass(injection.type, wanted):
             return injection.name
     return None
 

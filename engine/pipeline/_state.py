@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -10,12 +11,16 @@ from typing import Any
 from stockade.engine.injection import ToolContext
 from stockade.engine.messages import CallNotes, Status, ToolCall, escaped, printable
 from stockade.engine.tools import RegisteredTool
+from stockade.errors import ConfigurationError
 from stockade.policies import Decision, Request
 
-Approver = Callable[[ToolCall, Decision], "bool | Awaitable[bool]"]
+Approver = Callable[[ToolCall, Decision], "bool | str | Awaitable[bool | str]"]
 """Answers "ask" decisions: ``approver(call, decision)`` returns (or resolves to) True to allow
 the call. Raising `PermissionDeniedError` refuses it with that message as the reason. A sync
-approver runs in a thread of its own; either kind has the engine's ``approval_timeout``."""
+approver runs in a thread of its own; either kind has the engine's ``approval_timeout``. Asked
+about a host a command wants to reach (a decision whose rule begins ``network.``), it may
+answer ``"session"`` or ``"always"`` to approve that host and port beyond the call (True and
+``"call"`` approve it for the rest of the call)."""
 
 
 @dataclass(slots=True)
@@ -54,3 +59,11 @@ class RunFailed(Exception):
         self.error = error
         self.attempts = attempts
         self.status = status
+
+
+def positive(**settings: float | None) -> None:
+    """Raise `ConfigurationError` naming the first setting that is neither None nor a positive
+    finite number."""
+    for name, value in settings.items():
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ConfigurationError(f"{name} must be a positive number, got {value}")

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import random
 from collections.abc import AsyncGenerator, Awaitable, Coroutine, Iterable, Iterator, Sequence
+from pathlib import Path
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -36,16 +36,16 @@ from stockade.engine.pipeline._attempts import Attempts, Delivery
 from stockade.engine.pipeline._classify import Classifier
 from stockade.engine.pipeline._commands import Commands
 from stockade.engine.pipeline._decide import ask, decide, warned
+from stockade.engine.pipeline._egress import HostApprovals
 from stockade.engine.pipeline._external import ExternalCalls
 from stockade.engine.pipeline._judge import admit_call
 from stockade.engine.pipeline._schedule import Admission, in_batches
-from stockade.engine.pipeline._state import Admitted, Approver, RunFailed
+from stockade.engine.pipeline._state import Admitted, Approver, RunFailed, positive
 from stockade.engine.pipeline._validate import validate
 from stockade.engine.pipeline.history import CallContext
 from stockade.engine.toolkit import Toolkit
 from stockade.engine.tools import Mode, RegisteredTool
 from stockade.engine.tools.retry import DEFAULT_RETRY, RetryPolicy
-from stockade.errors import ConfigurationError
 from stockade.policies import Decision, Effect, Policy, ProcessSpec, Request
 from stockade.sandbox import Bubblewrap, PathEscapeError, VirtualFS
 
@@ -66,10 +66,10 @@ class Engine:
     this machine offers for boxing commands (probed once, off the loop, when not given).
     ``default_timeout`` and ``retry`` apply to tools that declare none; sync tools run in
     ``max_workers`` threads. An approver has ``approval_timeout`` seconds to answer (then the
-    ask is refused; None: no limit); a sync one runs in a thread of its own. A tool that holds
-    the event loop for over ``loop_stall_threshold`` seconds is named in the log, its result
-    and its span (None: not watched). Use ``async with Engine(...)``, or `aclose`, to stop
-    submitted calls and the threads.
+    ask is refused; None: no limit); hosts it approves "always" are kept in ``approved_hosts``
+    (a JSON file). A tool holding the loop over ``loop_stall_threshold`` seconds is named in the
+    log, its result and its span (None: not watched). Use ``async with Engine(...)``, or
+    `aclose`, to stop submitted calls and the threads.
     """
 
     def __init__(
@@ -94,14 +94,13 @@ class Engine:
         rng: random.Random | None = None,
         approval_timeout: float | None = 300.0,
         loop_stall_threshold: float | None = 1.0,
+        approved_hosts: str | Path | None = None,
     ) -> None:
-        for name, value in (
-            ("default_timeout", default_timeout),
-            ("approval_timeout", approval_timeout),
-            ("loop_stall_threshold", loop_stall_threshold),
-        ):
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ConfigurationError(f"{name} must be a positive number, got {value}")
+        positive(
+            default_timeout=default_timeout,
+            approval_timeout=approval_timeout,
+            loop_stall_threshold=loop_stall_threshold,
+        )
         self.toolkit = toolkit
         # the policy given (none: the default preset), with Stockade's own files protected
         self.policy = engine_policy(policy, fs, audit, tracer_provider)
@@ -125,7 +124,7 @@ class Engine:
         self.calls = CallContext(history=history)
         # no audit log, no tracing, no observer: the hot path then only checks this for None
         self._observers = Observers.of(audit, tracer_provider, record_content, observers)
-        self._commands = Commands(self.policy, fs)
+        self._commands = Commands(self.policy, fs, HostApprovals(approved_hosts))
         self._classifier = Classifier(self.policy, fs, self._commands.stages)
         self._admission = Admission(self.policy)
         self._attempts = Attempts(retry, rng or random.Random(), max_workers, loop_stall_threshold)

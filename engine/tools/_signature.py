@@ -34,10 +34,12 @@ from pydantic.fields import FieldInfo
 from stockade.engine.errors import ToolDefinitionError
 from stockade.engine.injection import Emitter, ToolContext, _FromContextMarker
 from stockade.engine.messages import ToolCall, escaped
+from stockade.sandbox.egress import Egress
 
 REQUIRED: Any = inspect.Parameter.empty
 
-_BUILTIN_INJECTED: tuple[type, ...] = (Emitter, ToolContext, ToolCall)
+# (an Egress, a command's filtered network, is the engine's to give: never a model's to write)
+_BUILTIN_INJECTED: tuple[type, ...] = (Emitter, ToolContext, ToolCall, Egress)
 
 # Types pydantic describes natively; checked before falling back to asking pydantic.
 _PLAIN_TYPES: frozenset[Any] = frozenset(
