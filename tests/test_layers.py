@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support import require_layers, snapshot
 
-from stockade.sandbox import Bubblewrap, Mount, VirtualFS, run_process
+from stockade.sandbox import Bubblewrap, Mount, SandboxError, VirtualFS, run_process
 from stockade.sandbox.layers import StagedChange, Staging
 
 
@@ -240,3 +240,55 @@ def test_the_launcher_joins_the_control_group_it_is_given(fs: VirtualFS, tmp_pat
         )
         assert refused.returncode != 0
         assert f"join {missing}" in refused.stderr.decode()
+
+
+def _without_perl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Bubblewrap:
+    import shutil
+
+    machine = Bubblewrap.probe()
+    bin_dir = tmp_path / "bin-without-perl"
+    bin_dir.mkdir()
+    for program in ("bwrap", "prlimit"):
+        found = shutil.which(program)
+        if found:
+            (bin_dir / program).symlink_to(found)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    return machine
+
+
+def test_a_layer_that_fails_to_mount_once_is_tried_again(
+    fs: VirtualFS, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between fork and exec, a mount can fail for a moment (the previous run's namespace is
+    still being torn down): the run is started once more instead of failing."""
+    machine = _without_perl(tmp_path, monkeypatch)
+    marker = tmp_path / "failed-once"
+    enter = Staging.enter
+
+    def flaky(self: Staging) -> None:
+        if not marker.exists():  # in the forked child: a file, not a variable, remembers
+            marker.touch()
+            raise OSError(16, "mount /workspace: Device or resource busy")
+        enter(self)
+
+    monkeypatch.setattr(Staging, "enter", flaky)
+    with Staging(fs.mounts) as staging:
+        result = run_process("echo hi", fs=fs, timeout=20, staging=staging, bubblewrap=machine)
+    assert marker.exists()
+    assert result.stdout == "hi\n"
+
+
+def test_a_layer_that_cannot_be_mounted_says_why(
+    fs: VirtualFS, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reason a mount failed in the child reaches the error, not only "an exception
+    occurred"."""
+    machine = _without_perl(tmp_path, monkeypatch)
+
+    def broken(self: Staging) -> None:
+        raise OSError(16, "mount /workspace: Device or resource busy")
+
+    monkeypatch.setattr(Staging, "enter", broken)
+    with Staging(fs.mounts) as staging, pytest.raises(SandboxError) as caught:
+        run_process("echo hi", fs=fs, timeout=20, staging=staging, bubblewrap=machine)
+    assert "mount /workspace: Device or resource busy" in str(caught.value)
