@@ -13,9 +13,10 @@ own, mounts the overlays there (kernels since 5.11 allow it without privileges) 
 and only then execs bubblewrap, which binds the merged views where the host folders would have
 been. That first step is a few lines of Perl (`LAUNCHER`: Perl is part of every Debian and
 Ubuntu system, starts in under a millisecond, and can make the two system calls), because
-``unshare`` and ``mount`` from util-linux cost three process starts, and doing it in Python
-between fork and exec (`Staging.enter`, the fallback where Perl is missing) forces a full fork
-of the engine's process, about 2 ms more than the ``vfork`` that ``subprocess`` otherwise uses.
+``unshare`` and ``mount`` from util-linux cost three process starts; where Perl is missing, the
+same lines in Python (`PY_LAUNCHER`, a fresh interpreter: about 15 ms). Never between fork and
+exec in the engine's own process: at-fork handlers (a tracing SDK's) may start a thread in the
+child, and a process with two threads cannot enter a user namespace.
 The mounts live and die with that namespace: the host never sees them, and nothing is left on
 the host but the upper layers, in the staging folder, which `close` removes. Overlay semantics
 give the rest for free: a file hard-linked to one outside is copied up before it is written, so
@@ -25,11 +26,11 @@ renamed folder is a whiteout and a new folder.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,8 +48,6 @@ Shown = Callable[[Mount, Path], tuple[Path, ...]]
 the staging's own, fill it and return the lower folders of the mount's view, top first (empty:
 the command does not see the mount)."""
 
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWNS = 0x00020000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV = 0x1, 0x2, 0x4
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 # an overlay option (kernels since 5.10; the mount is made again without it where refused): the
@@ -86,6 +85,46 @@ exec { $rest[0] } @rest or die "stockade layers: exec $rest[0]: $!\n";
 """Joins a control group (its ``cgroup.procs`` file, "" for none), enters the layers, then
 execs the rest of its arguments: ``UNSHARE MOUNT UID GID GROUP N`` then N mounts of five
 arguments (source, target, type, flags, data; "" for none), ``--``, argv."""
+
+PY_LAUNCHER = r"""
+import ctypes, os, sys
+def die(what, number=None):
+    number = ctypes.get_errno() if number is None else number
+    print("stockade layers: %s: %s" % (what, os.strerror(number)), file=sys.stderr)
+    os._exit(125)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+args = [os.fsencode(a) for a in sys.argv[1:]]
+uid, gid, group, n, rest = args[0], args[1], args[2], int(args[3]), args[4:]
+if group:
+    try:
+        with open(group, "wb") as g:
+            g.write(b"%d" % os.getpid())
+    except OSError as e:
+        die("join " + os.fsdecode(group), e.errno)
+if libc.unshare(0x10020000) != 0:
+    die("unshare")
+for name, text in ((b"setgroups", b"deny"), (b"uid_map", b"%s %s 1" % (uid, uid)),
+                   (b"gid_map", b"%s %s 1" % (gid, gid))):
+    with open(b"/proc/self/" + name, "wb", buffering=0) as f:
+        f.write(text)
+if libc.mount(b"none", b"/", None, 0x44000, None) != 0:
+    die("mount /")
+for i in range(n):
+    s, t, y, fl, d = rest[5 * i:5 * i + 5]
+    ok = libc.mount(s, t, y or None, int(fl), d or None) == 0
+    if not ok and d.endswith(b",volatile"):
+        ok = libc.mount(s, t, y or None, int(fl), d[:-9]) == 0
+    if not ok:
+        die("mount " + os.fsdecode(t))
+argv = rest[5 * n + 1:]
+try:
+    os.execvp(argv[0], argv)
+except OSError as e:
+    die("exec " + os.fsdecode(argv[0]), e.errno)
+"""
+"""`LAUNCHER` in Python, for machines without Perl: ``UID GID GROUP N``, the mounts, ``--``,
+argv (run by ``python -I -S -c``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,20 +211,21 @@ class Staging(View):
 
     # -- in the command's first process, before bubblewrap ------------------------------------
 
-    def launcher(self, group: str | None = None) -> list[str] | None:
+    def launcher(self, group: str | None = None) -> list[str]:
         """The argv prefix that joins the control group whose ``cgroup.procs`` file is
-        ``group`` (if any), enters the layers and then execs what follows it (``--`` first),
-        or None where Perl or the system call numbers are missing: then give `enter` as
-        ``preexec_fn`` instead. Joining here spares the run the shell that would join it."""
+        ``group`` (if any), enters the layers and then execs what follows it (``--`` first):
+        Perl's `LAUNCHER`, or `PY_LAUNCHER` where Perl or the system call numbers are missing.
+        Joining here spares the run the shell that would join it."""
         if self._launched:
             self._forget_mounts()
         self._launched = True
         numbers = _SYSCALLS.get(os.uname().machine)
         perl = shutil.which("perl")
+        ids = [str(self._uid), str(self._gid), group or "", str(len(self._plan))]
         if numbers is None or perl is None:
-            return None
-        argv = [perl, "-e", LAUNCHER, *map(str, numbers), str(self._uid), str(self._gid)]
-        argv += [group or "", str(len(self._plan))]
+            argv = [sys.executable, "-I", "-S", "-c", PY_LAUNCHER, *ids]
+        else:
+            argv = [perl, "-e", LAUNCHER, *map(str, numbers), *ids]
         for source, target, kind, flags, data in self._plan:
             argv += [os.fsdecode(source), os.fsdecode(target), os.fsdecode(kind or b"")]
             argv += [str(flags), os.fsdecode(data or b"")]
@@ -197,33 +237,8 @@ class Staging(View):
         for layer in self.layers:
             shutil.rmtree(layer.work / "work" / "incompat", ignore_errors=True)
 
-    def enter(self) -> None:
-        """Enter a user and mount namespace of this process's own, mount the overlays and the
-        masks. Runs as ``preexec_fn`` in the forked child (one thread, so the namespaces can be
-        entered): everything it needs was worked out before the fork."""
-        if _unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0:
-            _fail("unshare")
-        for name, text in (
-            ("setgroups", b"deny"),
-            ("uid_map", b"%d %d 1" % (self._uid, self._uid)),
-            ("gid_map", b"%d %d 1" % (self._gid, self._gid)),
-        ):
-            fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
-            try:
-                os.write(fd, text)
-            finally:
-                os.close(fd)
-        if _mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
-            _fail("mount --make-rprivate /")
-        for source, target, kind, flags, options in self._plan:
-            done = _mount(source, target, kind, flags, options) == 0
-            if not done and options is not None and options.endswith(_VOLATILE):
-                done = _mount(source, target, kind, flags, options[: -len(_VOLATILE)]) == 0
-            if not done:
-                _fail(f"mount {target.decode(errors='replace')}")
-
     def _mount_plan(self) -> list[tuple[bytes, bytes, bytes | None, int, bytes | None]]:
-        """The mount calls `enter` makes, in order: an overlay per layer, then each mask (a
+        """The mount calls the launcher makes, in order: an overlay per layer, then each mask (a
         read-only empty file bound over a file, a read-only empty tmpfs over a folder)."""
         plan: list[tuple[bytes, bytes, bytes | None, int, bytes | None]] = []
         for layer in self.layers:
@@ -310,17 +325,10 @@ def layers_available(timeout_s: float = 10.0) -> str | None:
     try:
         (folder / "lower").mkdir()
         staging = Staging([Mount("/probe", folder / "lower")], base=folder)
-        # the way commands will enter it: the launcher where there is one (a fresh process),
-        # else `enter` between fork and exec (which fails where at-fork handlers start a thread
-        # in the child, as a tracing SDK's do: a process with two threads cannot unshare)
-        launcher = staging.launcher()
-        argv, enter = (
-            (["true"], staging.enter) if launcher is None else ([*launcher, "--", "true"], None)
-        )
+        # the way commands will enter it: through the launcher, a fresh process
+        argv = [*staging.launcher(), "--", "true"]
         try:
-            done = subprocess.run(
-                argv, preexec_fn=enter, capture_output=True, timeout=timeout_s, check=False
-            )
+            done = subprocess.run(argv, capture_output=True, timeout=timeout_s, check=False)
         except (OSError, subprocess.SubprocessError) as exc:
             return f"an overlay cannot be mounted in a user namespace here ({exc})"
         finally:
@@ -331,28 +339,6 @@ def layers_available(timeout_s: float = 10.0) -> str | None:
         return None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-# -- the two system calls, resolved once, before any fork ------------------------------------------
-
-
-def _load() -> tuple[Callable[[int], int], Callable[..., int]]:
-    libc = ctypes.CDLL(None, use_errno=True)
-    unshare, mount = libc.unshare, libc.mount
-    unshare.argtypes, unshare.restype = [ctypes.c_int], ctypes.c_int
-    mount.argtypes = [
-        ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p,
-    ]  # fmt: skip
-    mount.restype = ctypes.c_int
-    return unshare, mount
-
-
-_unshare, _mount = _load()
-
-
-def _fail(what: str) -> None:
-    number = ctypes.get_errno()
-    raise OSError(number, f"{what}: {os.strerror(number)}")
 
 
 __all__ = ["ChangeKind", "Shown", "StagedChange", "Staging", "layers_available"]

@@ -172,13 +172,11 @@ def run_process(
         if group is not None:
             cleanup.callback(group.remove)
         # the copy-on-write layers are entered just before bubblewrap, by a launcher that
-        # joins the control group first (from outside the new namespaces); without one,
-        # between fork and exec, and a shell joins the group
-        enter = None
+        # joins the control group first (from outside the new namespaces); without one, a
+        # shell joins the group
         launcher = None
         if staging is not None and bwrap is not None:
             launcher = staging.launcher(group.procs_file if group is not None else None)
-            enter = staging.enter if launcher is None else None
         if launcher is not None:
             argv = [*launcher, "--", *argv]
         elif group is not None:
@@ -209,7 +207,6 @@ def run_process(
             group,
             report=report,
             argv_has_limits=prlimit is not None,
-            enter=enter,
             pass_fds=(proxy.box_end,) if proxy is not None else (),
             started=proxy.started if proxy is not None else None,
         ).run()

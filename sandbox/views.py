@@ -21,7 +21,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from stockade.sandbox.limits import Isolation
@@ -33,7 +33,6 @@ class View:
     """How a boxed command sees its mounts (the base: as they are)."""
 
     isolation: Isolation = "bubblewrap"
-    enter: Callable[[], None] | None = None  # run between fork and exec, when there is no launcher
 
     def view_of(self, mount: Mount) -> Path | None:
         """The folder the box binds at ``mount``'s prefix (None: the mount's own)."""
@@ -45,8 +44,8 @@ class View:
 
     def launcher(self, group: str | None = None) -> list[str] | None:
         """An argv prefix that prepares the view and then execs what follows ``--`` (None:
-        nothing to prepare before bubblewrap, or `enter` does it); it first joins the control
-        group whose ``cgroup.procs`` file is ``group``, if one is given."""
+        nothing to prepare before bubblewrap); it first joins the control group whose
+        ``cgroup.procs`` file is ``group``, if one is given."""
         return None
 
     def close(self) -> None:

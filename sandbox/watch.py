@@ -133,7 +133,6 @@ class WatchedRun:
         group: PidsGroup | None,
         report: InitReport | None = None,
         argv_has_limits: bool = True,
-        enter: Callable[[], None] | None = None,
         pass_fds: tuple[int, ...] = (),
         started: Callable[[], None] | None = None,
     ) -> None:
@@ -149,7 +148,6 @@ class WatchedRun:
         self.group = group
         self.report = report
         self.argv_has_limits = argv_has_limits
-        self.enter = enter
         self.stdout = Output(limits.output_bytes)
         self.stderr = Output(limits.output_bytes)
         self.stdin = stdin
@@ -177,48 +175,23 @@ class WatchedRun:
         pass_fds = (*report, *self.pass_fds)
         argv = self.argv
         try:
-            for attempt in (1, 2):
-                why_read, why_write = os.pipe() if self.enter is not None else (-1, -1)
-                try:
-                    self.proc = subprocess.Popen(
-                        argv,
-                        stdin=subprocess.PIPE if self.stdin is not None else subprocess.DEVNULL,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE,
-                        env=self.env,
-                        cwd=self.cwd,
-                        start_new_session=True,  # its own process group, killed as one
-                        close_fds=True,
-                        pass_fds=pass_fds,
-                        # between fork and exec: the copy-on-write layers are entered
-                        # (``enter``), and without prlimit (util-linux) the kernel limits set
-                        preexec_fn=_before_exec(
-                            self.enter,
-                            None if self.argv_has_limits else self.limits,
-                            why_write,
-                        ),
-                    )
-                    break
-                except subprocess.SubprocessError as exc:  # raised between fork and exec
-                    why = _read_reason(why_read) or str(exc)
-                    if attempt == 2:
-                        raise SandboxError(
-                            f"cannot start {argv[0]!r}: entering its copy-on-write layers "
-                            f"failed ({why}); this kernel may not allow an overlay in a user "
-                            "namespace"
-                        ) from exc
-                    # once more: a mount can fail for a moment while the kernel still tears
-                    # down the previous run's namespace
-                    time.sleep(0.05)
-                finally:
-                    for fd in (why_read, why_write):
-                        if fd >= 0:
-                            with contextlib.suppress(OSError):
-                                os.close(fd)
-        except SandboxError:
-            raise
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if self.stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,  # its own process group, killed as one
+                close_fds=True,
+                pass_fds=pass_fds,
+                # without prlimit (util-linux), the kernel limits are set between fork and exec
+                preexec_fn=_before_exec(None if self.argv_has_limits else self.limits),
+            )
         except OSError as exc:
             raise SandboxError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
+        except subprocess.SubprocessError as exc:  # raised between fork and exec
+            raise SandboxError(f"cannot start {argv[0]!r}: {exc}") from exc
         finally:
             if self.report is not None:
                 self.report.started()
@@ -398,40 +371,16 @@ class WatchedRun:
             return status, usage.ru_utime + usage.ru_stime
 
 
-def _before_exec(
-    enter: Callable[[], None] | None, limits: Limits | None, why_fd: int = -1
-) -> Callable[[], None] | None:
-    """What the child does between fork and exec: enter its copy-on-write layers, then (without
-    prlimit) set its kernel limits; None when there is nothing to do (a faster spawn). Why
-    entering failed is written to ``why_fd``: the exception itself never reaches the parent,
-    which only learns that one occurred."""
-    if enter is None and limits is None:
+def _before_exec(limits: Limits | None) -> Callable[[], None] | None:
+    """What the child does between fork and exec without prlimit: set its kernel limits; None
+    when there is nothing to do (a faster spawn)."""
+    if limits is None:
         return None
-    pairs = limits.rlimits(processes=False) if limits is not None else []
+    pairs = limits.rlimits(processes=False)
 
     def prepare() -> None:
-        if enter is not None:
-            try:
-                enter()
-            except BaseException as exc:
-                if why_fd >= 0:
-                    with contextlib.suppress(OSError):
-                        os.write(why_fd, str(exc).encode(errors="replace")[:512])
-                raise
         for number, soft, hard in pairs:
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(number, (soft, hard))
 
     return prepare
-
-
-def _read_reason(read_end: int) -> str:
-    """What the child wrote to the reason pipe before it failed (empty: nothing); it wrote
-    before it reported the failure, so whatever it wrote is there now."""
-    if read_end < 0:
-        return ""
-    os.set_blocking(read_end, False)
-    try:
-        return os.read(read_end, 512).decode(errors="replace")
-    except OSError:
-        return ""
