@@ -56,7 +56,7 @@ from stockade.engine.observe import (
     read_audit,
     verify_audit,
 )
-from stockade.engine.pipeline import Approver, CallContext, Engine
+from stockade.engine.pipeline import Approve, Approver, CallContext, Engine
 from stockade.engine.toolkit import BASIC, ToolGroup, Toolkit, ToolRegistry
 from stockade.engine.tools import Mode, RegisteredTool, RetryPolicy, ToolBase, ToolSpec, tool
 from stockade.errors import StockadeError
@@ -64,6 +64,7 @@ from stockade.version import __version__
 
 __all__ = [
     "BASIC",
+    "Approve",
     "Approver",
     "ArgumentError",
     "AuditError",

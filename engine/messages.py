@@ -207,11 +207,13 @@ class CallNotes:
     the typed reports it accepted from the tool's `ToolOutput`: ``file`` and ``process``; and
     ``changes``, what became of each thing a command changed in its copy-on-write view;
     ``connections``, each connection its command asked for under a filtered network.
-    ``approval`` is ``unanswered`` for a shadow-mode ask nobody could answer.
+    ``approval`` is ``unanswered`` for a shadow-mode ask nobody could answer; an approved ask's
+    ``approval_scope`` says how far the yes reaches (once, the session, always).
     """
 
     warnings: list[str] = field(default_factory=list)
     approval: Literal["approved", "refused", "unanswered"] | None = None
+    approval_scope: Literal["once", "session", "always"] | None = None
     retries: list[Retry] = field(default_factory=list)
     ignored_arguments: list[str] = field(default_factory=list)
     truncated: tuple[int, int] | None = None
@@ -248,6 +250,8 @@ class CallNotes:
             ]
         if self.approval is not None:
             shown["approval"] = self.approval
+        if self.approval_scope is not None:
+            shown["approval_scope"] = self.approval_scope
         if self.truncated is not None:
             shown["truncated"] = {"chars": self.truncated[0], "kept": self.truncated[1]}
         if self.external:
@@ -263,6 +267,7 @@ ENGINE_KEYS = frozenset(
     {
         "warnings",
         "approval",
+        "approval_scope",
         "retries",
         "ignored_arguments",
         "external",

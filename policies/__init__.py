@@ -14,6 +14,7 @@ from stockade.policies.policy import PRESETS, CallLimits, Policy
 from stockade.policies.policy_file import NetworkSpec, PolicyError, Problem, ProcessSpec
 from stockade.policies.request import Request
 from stockade.policies.shell import CommandLine, SimpleCommand, parse_command
+from stockade.policies.suggestions import Suggestion, suggest
 
 __all__ = [
     "PRESETS",
@@ -32,10 +33,12 @@ __all__ = [
     "ProcessSpec",
     "Request",
     "SimpleCommand",
+    "Suggestion",
     "canonical",
     "fold",
     "lint_policy",
     "lint_text",
     "parse_command",
     "strictest",
+    "suggest",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from stockade.policies.checks import UNBOXED_NOTE
 from stockade.policies.decision import Decision, Effect
 from stockade.policies.rules import Atom, Rule
 
@@ -41,7 +42,31 @@ def every_ask(
         if (part := _atom_ask(atom, first_match, default, danger)) is not None
     ]
     parts.extend(part for part in more if part.effect is Effect.ASK)
-    return decided.with_asks(parts) if len(parts) > 1 else decided
+    return _dangerous_first(decided.with_asks(parts) if len(parts) > 1 else decided)
+
+
+def _dangerous_first(decision: Decision) -> Decision:
+    """``decision`` led by a protected path or dangerous command that asks, if one does: the
+    person answering must read first what matters most, not "no rule matched"."""
+    asks = decision.asks
+    if not asks or _dangerous(asks[0]):
+        return decision
+    first = next((part for part in asks if _dangerous(part)), None)
+    if first is None:
+        return decision
+    # a note on the whole call (it would run unboxed) stays on the question's first line
+    note = UNBOXED_NOTE if UNBOXED_NOTE in decision.reason else ""
+    rest = [
+        part._replace(reason=part.reason.replace(note, "")) if note else part
+        for part in asks
+        if part is not first
+    ]
+    lead = first._replace(shadow=decision.shadow, reason=first.reason + note)
+    return lead.with_asks(rest)
+
+
+def _dangerous(decision: Decision) -> bool:
+    return decision.rule is not None and decision.rule.startswith("dangerous-")
 
 
 def _atom_ask(
@@ -56,8 +81,28 @@ def _atom_ask(
     effect, reason = default if rule is None else (rule.effect, rule.reason)
     if effect is Effect.ASK:
         rule_id = None if rule is None else rule.id
-        return _new(Decision, (effect, rule_id, reason, atom.action, atom.target, False, ()))
+        return _new(Decision, (effect, rule_id, reason, atom.action, atom.target, False, (), ()))
     if danger is None or effect is Effect.DENY:
         return None
     found = danger(atom)
     return found if found is not None and found.effect is Effect.ASK else None
+
+
+def unanswered(decision: Decision) -> Decision:
+    """What an ASK decision becomes when nobody can answer it: a denial that says approval
+    was needed; in shadow mode (``decision.shadow``) a warning that says what would have
+    been asked, since a trial rollout blocks nothing. Other decisions are returned as they
+    are."""
+    if decision.effect is not Effect.ASK:
+        return decision
+    if decision.shadow:
+        return decision._replace(
+            effect=Effect.WARN,
+            reason=f"shadow mode: would ask for approval ({decision.reason}); none configured",
+            suggestions=(),  # nobody answers: nothing to offer
+        )
+    return decision._replace(
+        effect=Effect.DENY,
+        reason=f"{decision.reason} — approval needed, and no approver is configured",
+        suggestions=(),
+    )

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from stockade.errors import ConfigurationError
+from stockade.policies.command_patterns import command_match
 from stockade.policies.dangerous_commands import BUILT_IN_IDS
 from stockade.policies.globs import wcmatch_paths
 from stockade.policies.policy_file import DangerousSpec
@@ -104,9 +105,7 @@ def target_match(request_target: str, rule_target: str) -> bool:
         return False  # the dangerous-command list is checked beside casbin, on the whole line
     if kind == "cmd":
         command = request_target[4:]
-        return request_target.startswith("cmd:") and any(
-            fnmatch.fnmatchcase(command, p) for p in patterns
-        )
+        return request_target.startswith("cmd:") and command_match(command, patterns)
     raise ConfigurationError(f"unknown target kind in policy line: {rule_target!r}")
 
 
@@ -145,6 +144,12 @@ def dangerous_commands_line(effect: str, remove: list[str], extend: list[str]) -
     checked on the whole command line, beside casbin)."""
     target = f"danger:{encode_field(json.dumps({'remove': remove, 'extend': extend}))}"
     return ["*", "*", "execute", "*", target, effect, "dangerous-command", "dangerous commands"]
+
+
+def csv_text(lines: Iterable[list[str]], groups: Iterable[list[str]]) -> str:
+    """Policy (``p``) and grouping (``g``) lines as casbin's file adapter reads them."""
+    rows = [["p", *line] for line in lines] + [["g", *line] for line in groups]
+    return "".join(", ".join(row) + "\n" for row in rows)
 
 
 def grouping_lines(roles: dict[str, list[str]]) -> list[list[str]]:
@@ -208,24 +213,19 @@ def lines_from_enforcer(enforcer: casbin.Enforcer) -> tuple[list[list[str]], lis
 def spec_from_lines(
     lines: Iterable[list[str]],
     groups: Iterable[list[str]],
-    *,
     default: str,
     shadow: bool,
-    limits: Mapping[str, Any] | None,
-    process: Mapping[str, Any] | None = None,
-    host_files: Mapping[str, Any] | None = None,
+    given: Mapping[str, Mapping[str, Any] | None],
 ) -> tuple[dict[str, Any], list[str]]:
     """Policy data (shaped like the TOML file) from casbin policy and grouping lines, and the
     patterns of Stockade's own files the lines protect (`Policy.protect`; not a part of a
-    file). What lines cannot hold (the default, shadow mode, limits, how commands run, the
-    host-file tools) is given."""
+    file). What lines cannot hold is given: the default, shadow mode, and the ``limits``,
+    ``process`` and ``host_files`` tables (``given``, by name)."""
     rules: dict[str, dict[str, Any]] = {}
     data: dict[str, Any] = {
         "default": default,
         "shadow": shadow,
-        "limits": dict(limits or {}),
-        "process": dict(process or {}),
-        "host_files": dict(host_files or {}),
+        **{table: dict(given.get(table) or {}) for table in ("limits", "process", "host_files")},
     }
     for sub, tool, act, ro, target, effect, rule_id, reason in (line[:8] for line in lines):
         if target.startswith("danger:"):

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from stockade.policies.globs import NamePattern
+from stockade.policies.command_patterns import CommandPattern
 from stockade.policies.shell import CommandLine, SimpleCommand
 
 DOWNLOADERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh"})
@@ -158,7 +158,7 @@ class DangerousCommands:
 
     checks: tuple[Danger, ...]
     line_checks: frozenset[str]
-    patterns: tuple[NamePattern, ...]
+    patterns: tuple[CommandPattern, ...]
 
     def find(self, line: CommandLine) -> Found | None:
         """The first dangerous command in ``line``, if any: the checks on the whole line
@@ -186,7 +186,8 @@ class DangerousCommands:
                 continue
             for danger in self.checks:
                 if danger.check(command):
-                    yield Found(danger.id, danger.reason, " ".join(command.spellings()[-1:]))
+                    bare = " ".join([command.name, *command.args])
+                    yield Found(danger.id, danger.reason, bare)
                     break
             for pattern in self.patterns:
                 for spelling in command.spellings():
@@ -214,7 +215,7 @@ def dangerous_commands(
     for pattern in extend:
         if not pattern.strip():
             raise ValueError("an empty dangerous command pattern matches nothing; remove it")
-        patterns.append(NamePattern(pattern))
+        patterns.append(CommandPattern(pattern))
     return DangerousCommands(
         tuple(d for d in BUILT_IN if d.id not in removed),
         frozenset(LINE_CHECKS) - removed,

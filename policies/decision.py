@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Effect(StrEnum):
@@ -38,6 +38,10 @@ class Decision(NamedTuple):
     (execute ls); also asks: write /workspace/.git/hooks/pre-commit (rule dangerous-path:
     ...)``). One yes approves the whole call, so whoever answers must see each thing it
     approves, not only the first.
+
+    ``suggestions`` are set on an ASK put to an approver: the lasting approvals that would
+    allow this call next time, narrowest first (`stockade.policies.suggestions`); empty when
+    nothing may be approved for longer (a protected path, a dangerous command).
     """
 
     effect: Effect
@@ -47,6 +51,7 @@ class Decision(NamedTuple):
     target: str | None = None
     shadow: bool = False
     asks: tuple[Decision, ...] = ()
+    suggestions: tuple[Any, ...] = ()  # of `stockade.policies.Suggestion` (it imports this)
 
     @property
     def allowed(self) -> bool:
@@ -66,7 +71,7 @@ class Decision(NamedTuple):
             self.target,
             self.shadow,
             self.asks,
-        )
+        )  # (without suggestions: the question is answered)
 
     def with_asks(self, parts: Iterable[Decision]) -> Decision:
         """This ASK, naming every part of its call that asked too: ``asks`` holds this one

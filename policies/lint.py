@@ -3,6 +3,10 @@
 Loading refuses what is *invalid* (unknown keys, effects, actions; bad patterns). Linting also
 reports what is valid but almost certainly not meant: a rule that can never match, a rule that
 can never decide because a stronger one always wins first, switches that disable protection.
+The findings on rules and patterns live beside this module: `rule_lint` (rules beaten first,
+allows over protected paths and dangerous commands), `pattern_lint` (host paths, unclosed
+classes, backslashes, edge spaces, ``:*``), `depth_lint` (folders the project has only deeper,
+when its folder is given), `network_lint` (the ``[network]`` table).
 """
 
 from __future__ import annotations
@@ -11,18 +15,17 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from stockade.policies.decision import Effect
+from stockade.policies.depth_lint import depth_findings
+from stockade.policies.lint_report import Report, Severity
 from stockade.policies.network_lint import network_findings
+from stockade.policies.pattern_lint import failing_pattern, pattern_findings
 from stockade.policies.policy import Policy
-from stockade.policies.policy_file import PolicyError, parse
-from stockade.policies.rules import Rule
-from stockade.policies.ruleset import DANGEROUS_RULE, READ_ONLY_RULE, STATE_RULE
+from stockade.policies.policy_file import PolicyError, Problem, parse
+from stockade.policies.rule_coverage import PATH_ACTIONS
+from stockade.policies.rule_lint import is_user, protected_findings, shadow_findings
 from stockade.policies.source import SourceMap
-
-Severity = Literal["error", "warning", "info"]
-_PATH_ACTIONS = frozenset({"read", "write", "delete"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,19 +42,20 @@ class Finding:
         return f"{where}: {self.severity}: {self.key}: {self.message}"
 
 
-def lint_policy(path: str | Path) -> list[Finding]:
-    """Lint a policy file."""
+def lint_policy(path: str | Path, *, workspace: Path | None = None) -> list[Finding]:
+    """Lint a policy file; ``workspace`` is the project's folder, looked into for patterns
+    that name a folder at its top which it has only deeper (None: not looked into)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return [Finding("error", None, "(file)", f"cannot read {path}: {exc}")]
-    return lint_text(text, source=str(path))
+    return lint_text(text, source=str(path), workspace=workspace)
 
 
-def lint_text(text: str, *, source: str = "<text>") -> list[Finding]:
+def lint_text(text: str, *, source: str = "<text>", workspace: Path | None = None) -> list[Finding]:
     """Lint policy text; errors (the policy would not load) come first, then warnings, then
-    notes, each in file order."""
+    notes, each in file order. ``workspace``: as for `lint_policy`."""
     try:
         data = tomllib.loads(text)
         policy = Policy(parse(data, source=source, text=text), source=source, text=text)
@@ -60,7 +64,7 @@ def lint_text(text: str, *, source: str = "<text>") -> list[Finding]:
     except PolicyError as exc:
         if not exc.problems:
             return [Finding("error", None, "(file)", str(exc))]
-        return [Finding("error", p.line, p.key, p.message) for p in exc.problems]
+        return [_load_error(p, data, text) for p in exc.problems]
     lines = SourceMap(text)
     findings: list[Finding] = []
     spec = policy.spec
@@ -117,13 +121,21 @@ def lint_text(text: str, *, source: str = "<text>") -> list[Finding]:
         if role in members:
             add("warning", ("roles", role), f"role {role!r} lists itself as a member")
 
-    user_rules = {r.id: (i, r) for i, r in enumerate(policy.rules) if _is_user(r)}
-    ranked = sorted(policy.rules, key=lambda r: r.rank)
+    if workspace is not None and not workspace.is_dir():
+        add("warning", ("(workspace)",), f"{workspace} is not a folder: its checks were skipped")
+    report = Report(text)
+    protected = protected_findings(policy, report)
+    unsaid = protected | shadow_findings(policy, report, protected)
+    pattern_findings(spec.rules, report, None if workspace is None else workspace.resolve().name)
+    if workspace is not None and workspace.is_dir():
+        depth_findings(spec.rules, report, workspace)
+    findings += [Finding(*found) for found in report.found]
+    user_rules = {r.id: r for r in policy.rules if is_user(r)}
     for index, rule_spec in enumerate(spec.rules):
-        _, rule = user_rules[rule_spec.id]
+        rule = user_rules[rule_spec.id]
         where: tuple[str | int, ...] = ("rules", index)
         actions = rule.actions
-        if rule.paths is not None and actions is not None and not actions & _PATH_ACTIONS:
+        if rule.paths is not None and actions is not None and not actions & PATH_ACTIONS:
             add(
                 "warning",
                 (*where, "actions"),
@@ -137,6 +149,7 @@ def lint_text(text: str, *, source: str = "<text>") -> list[Finding]:
                 f"rule {rule.id!r} never matches: commands only apply to the execute action",
             )
         if spec.read_only and rule.read_only is False and rule.effect is not Effect.DENY:
+            unsaid.add(rule.id)
             add(
                 "warning",
                 (*where, "read_only_tools"),
@@ -153,65 +166,29 @@ def lint_text(text: str, *, source: str = "<text>") -> list[Finding]:
             and rule.commands is None
         ):
             add("warning", where, f"rule {rule.id!r} denies every call of every tool")
-        if rule.effect is Effect.ALLOW and policy.default is Effect.ALLOW:
+        if (
+            rule.effect is Effect.ALLOW
+            and policy.default is Effect.ALLOW
+            and rule.id not in unsaid  # it never decides, or cannot allow what it names
+        ):
             add(
                 "info",
                 (*where, "effect"),
                 f"rule {rule.id!r} allows what the default already allows; it only names the "
                 "rule in decisions",
             )
-        for earlier in ranked:
-            if earlier is rule:
-                break
-            if _covers(earlier, rule):
-                add(
-                    "warning",
-                    where,
-                    f"rule {rule.id!r} never decides anything: {_label(earlier)} "
-                    f"({earlier.effect.value}) matches every call it matches and wins first",
-                )
-                break
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: (order[f.severity], f.line or 0))
     return findings
 
 
-def _is_user(rule: Rule) -> bool:
-    return rule.id not in (READ_ONLY_RULE, DANGEROUS_RULE, STATE_RULE)
-
-
-def _label(rule: Rule) -> str:
-    if rule.id == READ_ONLY_RULE:
-        return "the read_only switch"
-    if rule.id == DANGEROUS_RULE:
-        return "the dangerous-paths rule"
-    return f"rule {rule.id!r}"
-
-
-def _covers(first: Rule, later: Rule) -> bool:
-    """Whether every atom ``later`` matches is also matched by ``first`` (conservatively)."""
-    if first.subjects is not None and (
-        later.subjects is None or not later.subjects <= first.subjects
-    ):
-        return False
-    if first.tools is not None and (
-        later.tools is None or not set(later.tool_patterns) <= set(first.tool_patterns)
-    ):
-        return False
-    if first.actions is not None and (later.actions is None or not later.actions <= first.actions):
-        return False
-    if first.read_only is not None and first.read_only != later.read_only:
-        return False
-    if first.paths is None and first.commands is None:
-        return True
-    if first.paths is not None:
-        return (
-            later.paths is not None
-            and later.paths.folded == first.paths.folded
-            and set(later.path_patterns) <= set(first.path_patterns)
-            and not first.paths.exclude
-        )
-    return later.commands is not None and set(later.command_patterns) <= set(first.command_patterns)
+def _load_error(problem: Problem, data: object, text: str) -> Finding:
+    """A problem that stops the policy loading, pointed at the pattern to blame if one is."""
+    location = failing_pattern(data, problem.key)
+    if location is None:
+        return Finding("error", problem.line, problem.key, problem.message)
+    key = ".".join(map(str, location))
+    return Finding("error", Report(text).line(location), key, problem.message)
 
 
 def _toml_line(exc: tomllib.TOMLDecodeError) -> int | None:

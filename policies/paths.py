@@ -75,3 +75,16 @@ def within(path: str, folders: tuple[str, ...]) -> bool:
         if path == folder or folder == "/" or path.startswith(folder + "/"):
             return True
     return False
+
+
+def looks_canonical(path: str) -> bool:
+    """Whether ``path`` is plainly canonical already (then `canonical` need not be called)."""
+    # canonical() is idempotent; skipping it for paths that are plainly canonical already (as
+    # the engine's are) keeps the hot path short. Anything dotted or doubled goes through it.
+    return (
+        path.startswith("/")
+        and "//" not in path
+        and "/." not in path
+        and "\x00" not in path
+        and (path == "/" or not path.endswith("/"))
+    )

@@ -5,21 +5,18 @@
                                      paths=[("/workspace/.env", "write")]))
     print(decision.explain())
 
-How a request is decided: a command that a policy requiring isolation would run unboxed is
-denied outright; otherwise every atom of it (the call, each path, the command) gets the
-first-matching rule's effect, or the default, and the strictest atom decides the request (an
-"ask" names every atom that asks, in `Decision.asks`: one yes answers them all). Paths
-in the request's private folders are not atoms: nothing else can see them. A tool's own
-dangerous paths and the dangerous-command list can only make a decision stricter; in shadow mode
-a denial becomes a warning that says what would have been denied. Decisions are cached per
-request (requests are hashable). What an "ask" becomes when nobody can answer is `unanswered`.
+How a request is decided: a command a policy requiring isolation would run unboxed is denied
+outright; otherwise each atom (the call, each path, the command) gets its first-matching rule's
+effect, or the default, and the strictest atom decides (`Decision.asks` names every atom that
+asks: one yes answers them all). The call's own atom gives way to its paths when no rule
+matches it and a rule of the file matches a path (`call_atom`). Paths in the request's private
+folders are not atoms. A tool's own dangerous paths and the dangerous-command list only make a
+decision stricter; in shadow mode a denial becomes a warning saying what would have been denied.
+Decisions are cached per request. An "ask" nobody can answer becomes `unanswered`.
 
-Stockade's own files (its audit log, traces, state folder, the policy file itself) are added
-with `Policy.protect`, which returns a policy with one more rule of Stockade's own, before every
-other: ``stockade-state``, deny, for every tool and access, matched like the protected paths
-(case-insensitively, anywhere the pattern says), and not softened by shadow mode (a trial of the
-rules is no reason to let an agent erase the record of the trial). An "ask" on a command that
-would run without isolation says so in its reason, so whoever answers knows what they allow.
+`Policy.protect` adds Stockade's own files (audit log, traces, state, the policy file): the
+``stockade-state`` rule, deny, before every other, matched like the protected paths and not
+softened by shadow mode (a trial of the rules is no reason to let an agent erase its record).
 """
 
 from __future__ import annotations
@@ -31,9 +28,11 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stockade.policies.asks import every_ask
+from stockade.policies.asks import every_ask, unanswered
+from stockade.policies.call_atom import defers, spoke
 from stockade.policies.casbin_enforcer import (
     CasbinMatcher,
+    csv_text,
     dangerous_commands_line,
     grouping_lines,
     lines_from_enforcer,
@@ -46,7 +45,7 @@ from stockade.policies.compiled import CompiledRules
 from stockade.policies.decision import Decision, Effect, strictest
 from stockade.policies.egress import EgressRules, NetworkMode
 from stockade.policies.limits import CallLimits, Limits
-from stockade.policies.paths import PathSpellingError, canonical, fold, within
+from stockade.policies.paths import PathSpellingError, canonical, fold, looks_canonical, within
 from stockade.policies.policy_file import PolicyError, PolicySpec, ProcessSpec, parse, read
 from stockade.policies.request import Access, Request
 from stockade.policies.rules import Atom, Rule
@@ -59,6 +58,7 @@ from stockade.policies.ruleset import (
     STATE_RULE,
     compile_dangerous_commands,
     compile_rules,
+    new_protected,
 )
 from stockade.policies.shell import CommandLine, parse_command
 
@@ -116,6 +116,11 @@ class Policy:
         self._limits = Limits(spec.limits, spec.roles)
         self._casbin: CasbinMatcher | None = None
         self._egress = None if spec.network is None else EgressRules.from_spec(spec.network)
+        if any(rule.examples for rule in spec.rules):  # a policy loads only if they hold
+            from stockade.policies.policy_examples import check_examples  # (it imports this)
+
+            if problems := check_examples(self):
+                raise PolicyError("the policy's examples do not hold", problems)
 
     # -- building ----------------------------------------------------------------------------
 
@@ -157,16 +162,8 @@ class Policy:
         """A policy from a casbin enforcer holding Stockade's lines (loaded by any casbin
         adapter: a CSV file, a database). What lines cannot hold (the default, shadow mode,
         limits, the ``[process]``, ``[host_files]`` and ``[network]`` tables) is given here."""
-        lines, groups = lines_from_enforcer(enforcer)
-        data, protected = spec_from_lines(
-            lines,
-            groups,
-            default=default,
-            shadow=shadow,
-            limits=limits,
-            process=process,
-            host_files=host_files,
-        )
+        given = {"limits": limits, "process": process, "host_files": host_files}
+        data, protected = spec_from_lines(*lines_from_enforcer(enforcer), default, shadow, given)
         if network is not None:
             data["network"] = dict(network)
         return cls(parse(data, source=source), source=source, protected=protected)
@@ -177,24 +174,12 @@ class Policy:
         escaped with a backslash, as `stockade.policies.globs.escape` does) are denied to every
         tool and access, each with everything beneath it, by the ``stockade-state`` rule, before
         any other rule and whatever the file says. Returns this policy when nothing is new."""
-        added: list[str] = []
-        for pattern in patterns:
-            if not pattern.startswith("/"):
-                raise PolicyError(
-                    f"cannot protect {pattern!r}: give an absolute path (a logical path such "
-                    "as /workspace/.stockade, or a host path)"
-                )
-            pattern = pattern.removesuffix("/**").rstrip("/") or "/"
-            if pattern not in self.protected and pattern not in added:
-                added.append(pattern)
+        added = new_protected(self.protected, patterns)
         if not added:
             return self
+        protected = (*self.protected, *added)
         return Policy(
-            self.spec,
-            source=self.source,
-            text=self._text,
-            protected=(*self.protected, *added),
-            file=self.file,
+            self.spec, source=self.source, text=self._text, protected=protected, file=self.file
         )
 
     @property
@@ -229,13 +214,10 @@ class Policy:
 
     def decide_path(self, request: Request, path: str, access: Access) -> Decision:
         """What the policy says about ``access`` of ``path`` alone, by the call ``request``
-        describes (its subject, tool, read-only claim and dangerous paths); the call itself, its
-        command and its other paths are not judged again (cached).
-
-        For facts met after the call was decided: a file a walk reaches, what a command may
-        read, each change a command made. Judging the whole request again would also judge
-        the call, and a policy that allows a command by its words (or a strict one that
-        allows no bare write) would then speak about the command instead of the path."""
+        describes (subject, tool, read-only claim, dangerous paths), cached: for facts met after
+        the call was decided (a file a walk reaches, what a command read or changed). The call
+        itself and its command are not judged again: a policy allowing a command by its words
+        would then speak about the command instead of the path."""
         return self._path_cached(
             request.subject, request.tool, request.read_only, request.dangerous_paths, path, access
         )
@@ -250,7 +232,7 @@ class Policy:
         access: Access,
     ) -> Decision:
         try:
-            resolved = path if _looks_canonical(path) else canonical(path)
+            resolved = path if looks_canonical(path) else canonical(path)
         except PathSpellingError as exc:
             return self._shadowed(Decision(Effect.DENY, "path-spelling", str(exc), access, path))
         rule = self._compiled.first_for_path(
@@ -280,27 +262,41 @@ class Policy:
             if command is not None:
                 return self.decide_with(self._compiled.first_match, request)
         for path, _ in paths:
-            if not _looks_canonical(path):
+            if not looks_canonical(path):
                 return self.decide_with(self._compiled.first_match, request)
         compiled = self._compiled
         default_severity = self._default_severity
         best_rule = compiled.first_general(subject, tool, action, read_only)[1]
-        best_severity = default_severity if best_rule is None else best_rule.severity
+        # the call gives way to its paths when no rule speaks about it (`call_atom`)
+        deferred = best_rule is None and action == "call" and bool(paths)
+        best_severity = (
+            -1 if deferred else default_severity if best_rule is None else best_rule.severity
+        )
         best_action: str = action
         best_target: str | None = None
+        spoken = False
         for path, access in paths:
             if private and within(path, private):
                 continue
             rule = compiled.first_for_path(subject, tool, access, read_only, path, fold(path))
             severity = default_severity if rule is None else rule.severity
+            spoken = spoken or spoke(rule)
             if severity > best_severity or (
                 severity == best_severity and best_rule is None and rule is not None
             ):
                 best_rule, best_severity, best_action, best_target = rule, severity, access, path
+        if deferred and not spoken and (best_rule is None or default_severity > best_severity):
+            # no rule of the file spoke about a path: the call is judged by the default
+            best_rule, best_severity, best_action, best_target = (
+                None,
+                default_severity,
+                action,
+                None,
+            )
         if best_rule is None:
             decision = _new(
                 Decision,
-                (self.default, None, self._default_reason, best_action, best_target, False, ()),
+                (self.default, None, self._default_reason, best_action, best_target, False, (), ()),
             )
         else:
             decision = _new(
@@ -313,6 +309,7 @@ class Policy:
                     best_target,
                     False,
                     (),
+                    (),
                 ),
             )
         if dangers:
@@ -324,6 +321,14 @@ class Policy:
         if decision.effect is Effect.ASK:
             decision = self._every_ask(self._compiled.first_match, request, decision)
         return self._shadowed(decision) if self.shadow else decision
+
+    def first_match(self, atom: Atom) -> Rule | None:
+        """The rule that decides ``atom`` (None: the default does)."""
+        return self._compiled.first_match(atom)
+
+    def closure(self, subject: str) -> frozenset[str]:
+        """``subject`` and every role it holds."""
+        return self._compiled.closure(subject)
 
     def decide_with_casbin(self, request: Request) -> Decision:
         """The same decision, reached through casbin's ``enforce`` (slow; the reference)."""
@@ -342,21 +347,31 @@ class Policy:
         # the strictest atom decides; among equally strict ones, the first a rule decided (so
         # a decision names a rule when one applies), else the call itself
         default_severity = self._default_severity
-        best_atom = atoms[0]
+        call = best_atom = atoms[0]
         best_rule: Rule | None = first_match(best_atom)
         best_severity = default_severity if best_rule is None else best_rule.severity
+        deferred = best_rule is None and defers(atoms)
+        if deferred:
+            best_severity = -1
+        spoken = False
+        extra = self.extra_spellings(request)
         for atom in atoms[1:]:
             rule: Rule | None = first_match(atom)
+            if rule is None and extra and atom.command in extra:
+                continue  # a normal form no rule names says nothing of the command
             severity = default_severity if rule is None else rule.severity
+            spoken = spoken or spoke(rule)
             if severity > best_severity or (
                 severity == best_severity and best_rule is None and rule is not None
             ):
                 best_atom, best_rule, best_severity = atom, rule, severity
+        if deferred and not spoken and (best_rule is None or default_severity > best_severity):
+            best_atom, best_rule = call, None  # no rule of the file spoke about a path
         target = best_atom.path if best_atom.path is not None else best_atom.command
         if best_rule is None:
             best = _new(
                 Decision,
-                (self.default, None, self._default_reason, best_atom.action, target, False, ()),
+                (self.default, None, self._default_reason, best_atom.action, target, False, (), ()),
             )
         else:
             best = _new(
@@ -368,6 +383,7 @@ class Policy:
                     best_atom.action,
                     target,
                     False,
+                    (),
                     (),
                 ),
             )
@@ -395,7 +411,20 @@ class Policy:
         if command is not None and request.action == "execute":
             more = self._checks.dangerous_commands(command)  # every_ask keeps those that ask
         default = (self.default, self._default_reason)
-        return every_ask(decided, self.atoms(request), first_match, default, danger, more)
+        atoms = self.atoms(request)
+        gives_way = defers(atoms) and first_match(atoms[0]) is None
+        if gives_way and any(spoke(first_match(atom)) for atom in atoms[1:]):
+            atoms = atoms[1:]  # the call gave way to its paths: it asks nothing itself
+        if extra := self.extra_spellings(request):
+            atoms = [a for a in atoms if a.command not in extra or first_match(a) is not None]
+        return every_ask(decided, atoms, first_match, default, danger, more)
+
+    def extra_spellings(self, request: Request) -> frozenset[str]:
+        """The spellings of the request's command that only a normal form gives: judged where a
+        rule names them, silent otherwise (`CommandLine.extra_spellings`)."""
+        if request.action != "execute" or request.command is None:
+            return frozenset()
+        return self._parse(request.command).extra_spellings()
 
     def atoms(self, request: Request) -> list[Atom]:
         """The parts of a request rules are matched against: the call, then each path (those
@@ -416,7 +445,7 @@ class Policy:
         else:
             atoms = [_new(Atom, (subject, tool, action, read_only, None, None, None))]
         for path, access in (*paths, *extra):
-            resolved = path if _looks_canonical(path) else canonical(path)
+            resolved = path if looks_canonical(path) else canonical(path)
             if private and within(resolved, private):
                 continue
             atoms.append(
@@ -424,22 +453,7 @@ class Policy:
             )
         return atoms
 
-    def unanswered(self, decision: Decision) -> Decision:
-        """What an ASK decision becomes when nobody can answer it: a denial that says approval
-        was needed; in shadow mode (``decision.shadow``) a warning that says what would have
-        been asked, since a trial rollout blocks nothing. Other decisions are returned as they
-        are."""
-        if decision.effect is not Effect.ASK:
-            return decision
-        if decision.shadow:
-            return decision._replace(
-                effect=Effect.WARN,
-                reason=f"shadow mode: would ask for approval ({decision.reason}); none configured",
-            )
-        return decision._replace(
-            effect=Effect.DENY,
-            reason=f"{decision.reason} — approval needed, and no approver is configured",
-        )
+    unanswered = staticmethod(unanswered)  # what an ask nobody can answer becomes
 
     def command_line(self, command: str) -> CommandLine:
         """``command`` parsed as bash, as this policy judges it (cached)."""
@@ -487,24 +501,10 @@ class Policy:
 
     def casbin_csv(self) -> str:
         """The policy as casbin's file adapter reads it (``p, ...`` and ``g, ...`` lines)."""
-        rows = [["p", *line] for line in self.casbin_lines()]
-        rows += [["g", *line] for line in grouping_lines(self.spec.roles)]
-        return "".join(", ".join(row) + "\n" for row in rows)
+        return csv_text(self.casbin_lines(), grouping_lines(self.spec.roles))
 
     def __repr__(self) -> str:
         return f"<Policy {self.source}: {len(self.spec.rules)} rules, default {self.default.value}>"
 
 
 _new = tuple.__new__
-
-
-def _looks_canonical(path: str) -> bool:
-    # canonical() is idempotent; skipping it for paths that are plainly canonical already (as
-    # the engine's are) keeps the hot path short. Anything dotted or doubled goes through it.
-    return (
-        path.startswith("/")
-        and "//" not in path
-        and "/." not in path
-        and "\x00" not in path
-        and (path == "/" or not path.endswith("/"))
-    )

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -80,46 +81,108 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class RuleSpec(_Strict):
-    """One rule: who (``subjects``), which tools, which actions, on which paths or commands,
-    and the effect. Empty conditions match everything."""
+def known_actions(actions: list[str]) -> list[str]:
+    """``actions`` when each is one a rule can name, else a ValueError listing those."""
+    unknown = [a for a in actions if a not in ACTIONS]
+    if unknown:
+        raise ValueError(
+            f"unknown action(s) {', '.join(map(repr, unknown))}; use {', '.join(sorted(ACTIONS))}"
+        )
+    return actions
+
+
+def not_empty(values: list[str]) -> list[str]:
+    """``values`` when it lists at least one name and none is empty, else a ValueError."""
+    if not values or any(not v for v in values):
+        raise ValueError("must list at least one non-empty name or pattern ('*' for any)")
+    return values
+
+
+def _listed(value: object) -> object:
+    return [value] if isinstance(value, str) else value
+
+
+Paths = Annotated[list[str], BeforeValidator(_listed)]
+
+
+class ExampleCall(_Strict):
+    """A call written out for a policy test: the tool, and what it does. ``command`` makes it
+    an ``execute`` call; otherwise it is a call of the tool with the paths it reads, writes or
+    deletes (relative paths are taken from /workspace). ``read_only`` (whether the tool is
+    marked read-only) is, unless given, true when the call only reads."""
+
+    tool: str = Field(default="run_shell", min_length=1)
+    subject: str = Field(default="agent", min_length=1)
+    command: str | None = None
+    read: Paths = Field(default_factory=list)
+    write: Paths = Field(default_factory=list)
+    delete: Paths = Field(default_factory=list)
+    read_only: bool | None = None
+
+
+Example = str | ExampleCall
+"""A call in a policy test: a command line (as ``run_shell`` runs it), or an `ExampleCall`."""
+
+
+class ExamplesSpec(_Strict):
+    """Calls and the effect the whole policy must give each, checked when the policy loads."""
+
+    allow: list[Example] = Field(default_factory=list)
+    warn: list[Example] = Field(default_factory=list)
+    ask: list[Example] = Field(default_factory=list)
+    deny: list[Example] = Field(default_factory=list)
+
+
+class _Conditions(_Strict):
+    """What a rule and an approval match: who (``subjects``), which tools, which actions, and
+    which paths or commands. Empty conditions match everything."""
 
     id: str = Field(min_length=1, description="Unique name, shown in every decision it makes.")
-    effect: EffectName
-    reason: str = Field(
-        default="", description="Why the rule exists; shown to the agent and the user."
-    )
     subjects: list[str] = Field(default_factory=lambda: ["*"])
     tools: list[str] = Field(default_factory=lambda: ["*"])
     actions: list[str] = Field(default_factory=list, description="read/write/delete/execute/call")
     paths: list[str] = Field(default_factory=list, description="Globs; '!' excludes.")
-    commands: list[str] = Field(default_factory=list, description="Shell-style patterns.")
-    read_only_tools: bool | None = Field(
-        default=None, description="true: only tools marked read-only; false: only the others."
-    )
+    commands: list[str] = Field(default_factory=list, description="Command patterns.")
 
     @field_validator("actions")
     @classmethod
     def _known_actions(cls, actions: list[str]) -> list[str]:
-        unknown = [a for a in actions if a not in ACTIONS]
-        if unknown:
-            raise ValueError(
-                f"unknown action(s) {', '.join(map(repr, unknown))}; "
-                f"use {', '.join(sorted(ACTIONS))}"
-            )
-        return actions
+        return known_actions(actions)
 
     @field_validator("subjects", "tools")
     @classmethod
     def _not_empty(cls, values: list[str]) -> list[str]:
-        if not values or any(not v for v in values):
-            raise ValueError("must list at least one non-empty name or pattern ('*' for any)")
-        return values
+        return not_empty(values)
 
     @field_validator("subjects")
     @classmethod
     def _plain_names(cls, values: list[str]) -> list[str]:
         return [_name(v) for v in values]
+
+
+class RuleSpec(_Conditions):
+    """One rule: its conditions (`_Conditions`) and the effect."""
+
+    effect: EffectName
+    reason: str = Field(
+        default="", description="Why the rule exists; shown to the agent and the user."
+    )
+    read_only_tools: bool | None = Field(
+        default=None, description="true: only tools marked read-only; false: only the others."
+    )
+    examples: ExamplesSpec | None = Field(
+        default=None,
+        description="Calls and the effect the policy must give each, checked when it loads.",
+    )
+
+
+class ApprovalSpec(_Conditions):
+    """A lasting yes (TOML ``[[approvals]]``, written by an "always" answer or by hand): a call
+    that would be asked is allowed without asking when approvals cover every part of it that
+    asks. An approval matches like a rule (tools, actions, paths or commands); it never
+    softens a deny, a protected path, a dangerous command or a command run without isolation."""
+
+    reason: str = Field(default="", description="Who approved what, and when.")
 
 
 class DangerousSpec(_Strict):
@@ -133,9 +196,9 @@ class DangerousSpec(_Strict):
 
 class DangerousCommandsSpec(_Strict):
     """Dangerous commands: the built-in checks (``remove`` drops some by id) plus ``extend``
-    patterns, matched like command rules."""
+    patterns, matched like command rules. Denied unless the file says otherwise."""
 
-    effect: EffectName = "ask"
+    effect: EffectName = "deny"
     extend: list[str] = Field(default_factory=list)
     remove: list[str] = Field(default_factory=list)
 
@@ -296,6 +359,10 @@ class PolicySpec(_Strict):
     mcp: McpSpec = Field(default_factory=lambda: McpSpec())
     host_files: HostFilesSpec = Field(default_factory=lambda: HostFilesSpec())
     rules: list[RuleSpec] = Field(default_factory=list)
+    approvals: list[ApprovalSpec] = Field(
+        default_factory=list,
+        description='Lasting yeses to asks, as an "always" answer appends them.',
+    )
 
     @field_validator("roles")
     @classmethod
@@ -337,7 +404,10 @@ def parse(data: Mapping[str, Any], *, source: str, text: str | None = None) -> P
             location = err["loc"]
             message = err["msg"]
             if err["type"] == "extra_forbidden":
-                message = "unknown key; check the spelling against the policy format in the README"
+                # imported where used: only a file with an unknown key needs the hints
+                from stockade.policies.key_hints import unknown_key_message
+
+                message = unknown_key_message(PolicySpec, location)
             elif err["type"] == "literal_error" and location[-1:] in (("effect",), ("default",)):
                 message = "unknown effect; use allow, warn, ask or deny"
             elif err["type"] == "network_contradiction":
@@ -354,21 +424,25 @@ def parse(data: Mapping[str, Any], *, source: str, text: str | None = None) -> P
                 line = array_item_line(text, line, item) or line
             problems.append(Problem(source, line, _dotted(location), message))
         raise PolicyError("invalid policy", problems) from None
-    seen: dict[str, int] = {}
+    seen: dict[str, str] = {}
     lines = SourceMap(text) if text is not None else None
-    for index, rule in enumerate(spec.rules):
+    entries = [("rules", i, r.id) for i, r in enumerate(spec.rules)]
+    entries += [("approvals", i, a.id) for i, a in enumerate(spec.approvals)]
+    for table, index, rule_id in entries:
         problem = None
-        if rule.id in RESERVED_IDS or rule.id.startswith(RESERVED_PREFIXES):
-            problem = f"rule id {rule.id!r} is reserved for Stockade's own rules; choose another"
-        elif rule.id in seen:
-            problem = (
-                f"rule id {rule.id!r} is already used by rules.{seen[rule.id]}; ids must be unique"
-            )
+        if rule_id in RESERVED_IDS or rule_id.startswith(RESERVED_PREFIXES):
+            problem = f"rule id {rule_id!r} is reserved for Stockade's own rules; choose another"
+        elif rule_id in seen:
+            problem = f"id {rule_id!r} is already used by {seen[rule_id]}; ids must be unique"
+        elif (
+            table == "approvals" and spec.approvals[index].paths and spec.approvals[index].commands
+        ):
+            problem = "an approval covers paths or commands, not both; split it in two"
         if problem is not None:
-            location = ("rules", index, "id")
+            location = (table, index, "id")
             line = lines.line(location) if lines else None
             raise PolicyError("invalid policy", [Problem(source, line, _dotted(location), problem)])
-        seen[rule.id] = index
+        seen[rule_id] = f"{table}.{index}"
     return spec
 
 

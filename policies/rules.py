@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from stockade.policies.command_patterns import CommandPattern
 from stockade.policies.decision import Effect
 from stockade.policies.globs import NamePattern, PathSpec, path_spec
 from stockade.policies.policy_file import PolicyError, RuleSpec
@@ -56,7 +57,7 @@ class Rule:
     tools: tuple[NamePattern, ...] | None
     actions: frozenset[str] | None
     paths: PathSpec | None
-    commands: tuple[NamePattern, ...] | None
+    commands: tuple[CommandPattern, ...] | None
     read_only: bool | None
     # the patterns as written, for the casbin lines and for explanations
     subject_names: tuple[str, ...]
@@ -112,7 +113,7 @@ def compile_rule(spec: RuleSpec, position: int, *, folded: bool = False) -> Rule
         tools=None if tools is None else tuple(NamePattern(t) for t in tools),
         actions=frozenset(spec.actions) if spec.actions else None,
         paths=paths,
-        commands=tuple(NamePattern(c) for c in spec.commands) if spec.commands else None,
+        commands=tuple(CommandPattern(c) for c in spec.commands) if spec.commands else None,
         read_only=spec.read_only_tools,
         subject_names=tuple(spec.subjects),
         tool_patterns=tuple(spec.tools),

@@ -11,6 +11,8 @@ isolated (``require-isolation``). Every error names the file, line and key it co
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from stockade.policies.dangerous import dangerous_patterns
 from stockade.policies.dangerous_commands import DangerousCommands, dangerous_commands
 from stockade.policies.policy_file import PolicyError, PolicySpec, Problem, RuleSpec
@@ -23,6 +25,7 @@ DANGEROUS_RULE = "dangerous-path"
 DANGEROUS_COMMAND_RULE = "dangerous-command"
 REQUIRE_ISOLATION_RULE = "require-isolation"
 HOST_FILES_RULE = "host-files"
+FIRST_FILE_POSITION = 2  # the file's rules come after Stockade's own (positions -1 to 1)
 DANGEROUS_REASON = "a protected path (credentials, hooks or tool configuration)"
 STATE_REASON = (
     "Stockade's own files (its audit log, traces, state or policy file): no tool may read, "
@@ -91,7 +94,7 @@ def compile_rules(
             ) from None
     for index, rule in enumerate(spec.rules):
         try:
-            rules.append(compile_rule(rule, 2 + index))
+            rules.append(compile_rule(rule, FIRST_FILE_POSITION + index))
         except RuleError as exc:
             location: tuple[str | int, ...] = ("rules", index)
             if exc.key:
@@ -100,6 +103,23 @@ def compile_rules(
                 "invalid policy", [problem(source, text, location, str(exc))]
             ) from None
     return rules
+
+
+def new_protected(protected: Iterable[str], patterns: Iterable[str]) -> list[str]:
+    """The patterns of ``patterns`` not yet in ``protected`` (`Policy.protect`), each as one
+    path (a trailing ``/**`` or ``/`` dropped: the rule protects everything beneath it)."""
+    known = set(protected)
+    added: list[str] = []
+    for pattern in patterns:
+        if not pattern.startswith("/"):
+            raise PolicyError(
+                f"cannot protect {pattern!r}: give an absolute path (a logical path such "
+                "as /workspace/.stockade, or a host path)"
+            )
+        pattern = pattern.removesuffix("/**").rstrip("/") or "/"
+        if pattern not in known and pattern not in added:
+            added.append(pattern)
+    return added
 
 
 def compile_dangerous_commands(

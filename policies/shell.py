@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from tree_sitter import Node
 
 from stockade.policies.bash_grammar import ascii_stand_in, parser, too_complex
+from stockade.policies.command_forms import normal_forms
 from stockade.policies.request import Access
 from stockade.policies.words import (
     Word,
@@ -90,7 +91,18 @@ class SimpleCommand:
 
     def spellings(self) -> list[str]:
         """The ways rules see this command: as written (assignments and program path
-        included), then bare (assignments dropped, the program by its base name)."""
+        included), then bare (assignments dropped, the program by its base name), then its
+        normal forms (`normal_forms`: ``git -C . push`` is also ``git push``, ``npm i x``
+        also ``npm install x``), each once."""
+        found = self.plain_spellings()
+        for form in normal_forms(self.name, self.args) if found else ():
+            if form not in found:
+                found.append(form)
+        return found
+
+    def plain_spellings(self) -> list[str]:
+        """As written, then bare (when that differs): the spellings that take the policy's
+        default when no rule names them."""
         if self.opaque or not self.words:
             return []
         written = " ".join([*self.assignments, *(w.text for w in self.words)])
@@ -136,6 +148,14 @@ class CommandLine:
             for spelling in command.spellings():
                 found.setdefault(spelling, None)
         return list(found)
+
+    def extra_spellings(self) -> frozenset[str]:
+        """The spellings only a normal form gives (not any command as written or bare): a rule
+        that names one speaks about the command, but one no rule names says nothing of it (it
+        does not take the policy's default, or ``allow npm ci`` under ``default = "deny"``
+        would be denied by its ``npm install`` form)."""
+        plain = {s for command in self.commands for s in command.plain_spellings()}
+        return frozenset(s for s in self.spellings() if s not in plain)
 
     def paths(self) -> list[tuple[str, Access]]:
         """The files the redirections open, each with its access, without duplicates."""

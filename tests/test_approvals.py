@@ -382,10 +382,11 @@ async def test_an_mcp_client_is_asked_about_every_part(
     assert len(asked) == 1
     lines = asked[0].splitlines()
     assert "The policy asks about 2 things:" in lines[0]
-    assert lines[1].startswith("- execute ls (rule commands-ask: running a command needs")
-    assert lines[2] == (
+    # the protected path first: the person reads first what matters most
+    assert lines[1] == (
         f"- write {HOOK} (rule dangerous-path: {PROTECTED} (credentials, hooks or tool "
         "configuration))"
     )
+    assert lines[2].startswith("- execute ls (rule commands-ask: running a command needs")
     assert result.is_error
     assert not (project / ".git" / "hooks" / "pre-commit").exists()

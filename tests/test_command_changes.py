@@ -186,11 +186,12 @@ async def test_a_command_that_times_out_still_has_its_changes_judged(
 
 
 async def test_a_cancelled_command_has_its_changes_judged_and_asks_nobody(ws: Path) -> None:
-    asked: list[str] = []
+    asked: list[list[str]] = []
 
     def approver(call: ToolCall, decision: Decision) -> bool:
-        asked.append(decision.rule or "")
-        return decision.rule == "commands-ask"
+        rules = sorted(part.rule or "" for part in decision.asks or (decision,))
+        asked.append(rules)
+        return "commands-ask" in rules  # the command (and the file it says it writes)
 
     toolkit = Toolkit()
     add_shell_tools(toolkit)
@@ -210,7 +211,8 @@ async def test_a_cancelled_command_has_its_changes_judged_and_asks_nobody(ws: Pa
                 await task
     assert (ws / "kept.txt").read_text() == "kept\n"
     assert not (ws / ".vscode").exists()
-    assert asked == ["commands-ask"]  # the change's ask went unanswered, to nobody
+    # asked once, about the line; the change's own ask went unanswered, to nobody
+    assert asked == [["commands-ask", "dangerous-path"]]
 
 
 def _children() -> list[psutil.Process]:

@@ -11,8 +11,9 @@ pushes people to switch the policy off.
 
 What is checked, table by table:
 
-1. command patterns: fnmatch over the whole spelling (``git *`` needs an argument, ``make`` is
-   exact, ``*`` crosses spaces and slashes, case matters);
+1. command patterns: fnmatch over the whole spelling (``make`` is exact, ``*`` crosses spaces
+   and slashes, case matters), and a pattern ending in `` *`` also matches its words alone
+   (``git *`` covers bare ``git``);
 2. splitting: every simple command of the line is judged (operators, subshells, groups,
    substitutions, process substitution, compound statements, functions, heredocs), and the
    strictest decides; text that only looks like a command (an argument, a quoted string, a
@@ -163,7 +164,8 @@ DANGER_DENY_ALLOW_ALL = policy(
 
 PATTERN_CASES = [
     Case("pattern-glob", GIT, "git status", "allow", "allow-git"),
-    Case("pattern-glob-needs-an-argument", GIT, "git", "deny", None),
+    Case("pattern-prefix-covers-bare", GIT, "git", "allow", "allow-git"),
+    Case("pattern-prefix-not-longer-word", GIT, "gitk --all", "deny", None),
     Case("pattern-star-crosses-spaces", GIT, "git push origin main", "allow", "allow-git"),
     Case("pattern-case-sensitive", GIT, "Git status", "deny", None),
     Case("pattern-exact", BUILD, "make", "allow", "allow-build"),
@@ -589,7 +591,7 @@ DANGER_CASES = [
     Case("extended-wrapped", DANGER_TERRAFORM, "env TF_LOG=1 terraform destroy", "deny", TERRAFORM),
     Case("extended-other-subcommand", DANGER_TERRAFORM, "terraform plan", "allow", None),
     # effects: ask when the table is absent; the list only ever makes a decision stricter
-    Case("absent-table-asks", DANGER_ABSENT, "sudo ls", "ask", PRIV),
+    Case("absent-table-denies", DANGER_ABSENT, "sudo ls", "deny", PRIV),
     Case("absent-table-harmless", DANGER_ABSENT, "ls -la", "allow", None),
     Case("ask-list-deny-rule", DANGER_ASK_RULE_DENY, "rm -rf x", "deny", "no-rm"),
     Case("deny-list-ask-rule", DANGER_DENY_RULE_ASK, "rm -rf x", "deny", RMRF),

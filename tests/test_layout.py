@@ -142,7 +142,7 @@ PUBLIC: dict[str, list[str]] = {
         "add_shell_tools", "read_audit", "run_process", "tool", "verify_audit",
     ],
     "stockade.engine": [
-        "Approver", "ArgumentError", "AuditError", "AuditLog", "AuditReport", "BASIC",
+        "Approve", "Approver", "ArgumentError", "AuditError", "AuditLog", "AuditReport", "BASIC",
         "CallContext", "CallError", "CallNotes", "CallObserver", "ContextMissingError",
         "DuplicateToolError", "Emitter", "Engine", "ErrorInfo", "FileReport", "FormatError",
         "FromContext", "GroupError", "ImageBlock", "Mode", "OutputError", "PermissionDeniedError",
@@ -157,8 +157,8 @@ PUBLIC: dict[str, list[str]] = {
         "CallLimits", "CommandLine", "Decision", "Effect", "EgressRules", "Finding",
         "NetworkMode", "NetworkSpec", "PRESETS",
         "PathSpellingError", "Policy", "PolicyError", "Problem", "ProcessSpec", "Request",
-        "SimpleCommand", "canonical", "fold", "lint_policy", "lint_text", "parse_command",
-        "strictest",
+        "SimpleCommand", "Suggestion", "canonical", "fold", "lint_policy", "lint_text",
+        "parse_command", "strictest", "suggest",
     ],
     "stockade.sandbox": [
         "BOX_PRIVATE_PATHS", "Bubblewrap", "Change", "Connection", "Egress", "ExistsError",
@@ -181,7 +181,7 @@ PUBLIC: dict[str, list[str]] = {
     "stockade.engine.observe": [
         "AuditError", "AuditLog", "AuditReport", "CallObserver", "read_audit", "verify_audit",
     ],
-    "stockade.engine.pipeline": ["Approver", "CallContext", "Engine"],
+    "stockade.engine.pipeline": ["Approve", "Approver", "CallContext", "Engine"],
     "stockade.engine.cli": ["main"],
 }  # fmt: skip
 

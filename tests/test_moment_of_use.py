@@ -539,3 +539,38 @@ async def test_a_path_that_warns_is_noted_once_and_shadow_mode_refuses_nothing(
             else:
                 assert leaked([secrets]) == []
                 assert_left_out(secrets, 5)
+
+
+async def test_a_walk_reaches_what_a_lasting_approval_covers_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """A walk meets files nobody named, so nobody can be asked about them: those that need a
+    yes are left out, unless a lasting approval (here one kept for the session) covers them."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    put(ws, "reports/q1.md", "KEY figures\n")
+    put(ws, "private/p.md", "KEY private\n")
+    rules = [
+        {"id": "ask-reports", "effect": "ask", "actions": ["read"], "paths": ["reports/**"]},
+        {"id": "ask-private", "effect": "ask", "actions": ["read"], "paths": ["private/**"]},
+    ]
+    toolkit = Toolkit()
+    add_file_tools(toolkit)
+    policy = Policy.from_dict({"default": "allow", "rules": rules})
+
+    def keep_folder(call: ToolCall, decision: Decision) -> object:
+        from stockade.engine import Approve
+
+        return Approve("session", next(s for s in decision.suggestions if s.kind == "folder"))
+
+    grep = ToolCall(name="grep", arguments={"pattern": "KEY"})
+    with VirtualFS([Mount("/workspace", ws)]) as fs:
+        async with Engine(toolkit, fs=fs, policy=policy, approver=keep_folder) as engine:
+            before = await engine.call(grep)
+            # asked (it names reports/), and answered: for the session, the whole folder
+            named = ToolCall(name="grep", arguments={"pattern": "KEY", "path": "reports"})
+            assert (await engine.call(named)).status == "ok"
+            after = await engine.call(grep)
+    assert "/workspace/reports/q1.md" not in before.text
+    assert "/workspace/reports/q1.md:1: KEY figures" in after.text
+    assert "/workspace/private/p.md" not in after.text  # no approval covers it

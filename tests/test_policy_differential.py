@@ -33,11 +33,13 @@ PATTERNS = ["/workspace/**", "/workspace/src/**", "src/*.py", "**/*.py", "**/.en
             "/workspace/[sd]*/**", "**/config", "/etc/**", "notes.md", "/workspace/*/main.py",
             "**/hooks/*", "/workspace/**/build"]  # fmt: skip
 COMMANDS = ["ls -la", "git status", "git push origin main", "rm -rf /", "npm run test:unit",
-            "curl http://x | sh", "python main.py"]  # fmt: skip
+            "curl http://x | sh", "python main.py", "git push", "git -C . push origin main",
+            "npm i lodash", "npm ci"]  # fmt: skip
 REDIRECTING = ["echo x > /tmp/evil", "make > /workspace/build/log 2>&1", "cat < /etc/passwd",
                "cd /tmp && echo x > f", "sort < /tmp/in > /workspace/.env"]  # fmt: skip
 PRIVATE = ["/tmp", "/workspace/build", "/etc", "/workspace/.git"]
-COMMAND_PATTERNS = ["git *", "git status", "rm -rf *", "npm run test:*", "*| sh", "python *"]
+COMMAND_PATTERNS = ["git *", "git status", "rm -rf *", "npm run test:*", "*| sh", "python *",
+                    "git push *", "npm install *", "* push *"]  # fmt: skip
 
 
 def random_rule(rng: random.Random, index: int) -> dict[str, Any]:

@@ -418,7 +418,8 @@ async def test_an_approval_is_an_event(
     assert values["stockade.decision.rule"] == "ask-guarded"
     approvals = [e for e in span.events if e.name == "approval"]
     assert len(approvals) == 1
-    assert dict(approvals[0].attributes or {}) == {"answer": approval}
+    scope = {"scope": "once"} if approval == "approved" else {}  # how far a yes reaches
+    assert dict(approvals[0].attributes or {}) == {"answer": approval, **scope}
 
 
 async def test_a_warning_is_an_event(

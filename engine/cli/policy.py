@@ -1,6 +1,7 @@
-"""``stockade policy``: check a policy file, explain a decision, list the presets.
+"""``stockade policy``: check a policy file, test it, explain a decision, list the presets.
 
 stockade policy check stockade.toml
+stockade policy test stockade.toml cases.toml     # its rules' examples and the cases (policy_test)
 stockade policy explain --tool write_file --arg path=.env --arg content=x
 stockade policy explain --tool run_shell --arg "command=curl x | sh" --preset permissive
 stockade policy presets
@@ -27,6 +28,7 @@ from stockade.engine.cli.common import (
     fail,
     load_policy,
 )
+from stockade.engine.cli.policy_test import policy_test
 from stockade.engine.cli.session import Session, mounts_of
 from stockade.engine.errors import CallError
 from stockade.engine.messages import ToolCall
@@ -35,9 +37,10 @@ from stockade.sandbox import SandboxError
 
 policy_app = typer.Typer(
     name="policy",
-    help="Check policy files, explain decisions, list the presets.",
+    help="Check and test policy files, explain decisions, list the presets.",
     no_args_is_help=True,
 )
+policy_app.command("test")(policy_test)
 
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
@@ -45,11 +48,19 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text
 @policy_app.command()
 def check(
     file: Annotated[Path, typer.Argument(help="The policy file (TOML).")],
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            help="The folder the policy will guard as /workspace, to check its paths against.",
+            file_okay=False,
+            exists=True,
+        ),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Load the file and report what is wrong (errors: exit 1) or probably a mistake
     (warnings and notes: exit 0), each with its line."""
-    findings = lint_policy(file)
+    findings = lint_policy(file, workspace=workspace)
     errors = [f for f in findings if f.severity == "error"]
     if as_json:
         rows = [
@@ -122,6 +133,7 @@ def explain(
         fail(str(exc))
     finally:
         session.close()
+    offered = decision.suggestions  # (an ask's, as an approver would see them)
     if as_json:
         payload = {
             "effect": decision.effect.value,
@@ -131,6 +143,14 @@ def explain(
             "asks": [
                 {"rule": a.rule, "reason": a.reason, "action": a.action, "target": a.target}
                 for a in decision.asks
+            ],
+            "suggestions": [
+                {
+                    "kind": s.kind,
+                    "summary": s.summary,
+                    "approvals": [a.model_dump(exclude={"id", "reason"}) for a in s.approvals],
+                }
+                for s in offered
             ],
             "request": {
                 "subject": request.subject,
@@ -151,6 +171,10 @@ def explain(
     if request.command is not None:
         console.print(f"  command: {request.command}")
     console.print(f"  policy: {chosen.source}")
+    if offered:
+        console.print("  a yes for the session or always would keep one of (narrowest first):")
+        for number, suggestion in enumerate(offered, 1):
+            console.print(f"    {number}. {suggestion.summary}", markup=False)
 
 
 async def _preview(

@@ -6,9 +6,12 @@
 Each call goes through the whole pipeline (policy, sandbox, audit log, traces). ``ask``
 decisions are put to the person at the terminal (``--approve ask``, the default; the answer is
 read from standard input, so a script can pipe it in), or answered ``yes`` or ``no`` for all.
-With ``--overlay`` nothing reaches the workspace until the changes, shown as a diff, are
-confirmed (or ``--apply`` is given). Ctrl-C stops the replay: what ran is in the audit log,
-which stays intact, and an overlay's changes are dropped.
+The person may also approve for longer than the call: for the rest of the replay, or always
+(added to the policy file), choosing among the suggested approvals (`answers`). With
+``--overlay`` nothing reaches the workspace until the changes, shown as a diff, are confirmed
+(or ``--apply`` is given). Ctrl-C stops the replay: what ran is in the audit log, which stays
+intact, and an overlay's changes are dropped. Pressed at a question, it refuses the call asked
+about (recorded as refused, saying so) and no later call runs (`terminal`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from stockade.engine.cli.answers import ask_call, ask_host, confirm, offered
 from stockade.engine.cli.common import (
     MountsOption,
     PolicyOption,
@@ -34,9 +38,12 @@ from stockade.engine.cli.common import (
     load_policy,
 )
 from stockade.engine.cli.session import Session, choose_state, mounts_of, standard_toolkit
+from stockade.engine.cli.terminal import Interrupted, Terminal
+from stockade.engine.errors import PermissionDeniedError
 from stockade.engine.formats.transcripts import TranscriptError, load_transcript
 from stockade.engine.messages import ToolCall, ToolResult
 from stockade.engine.observe import AuditError
+from stockade.engine.pipeline import Approve
 from stockade.engine.toolkit import Toolkit
 from stockade.policies import Decision, Policy
 from stockade.sandbox import Mount, SandboxError, VirtualFS
@@ -88,14 +95,11 @@ def run(
     try:
         results = asyncio.run(replay.run(calls, transcript))
     except KeyboardInterrupt:
-        console.print(
-            f"[bold yellow]interrupted[/]: {len(replay.results)} of {len(calls)} calls ran; "
-            + ("the overlay's changes were dropped; " if overlay else "")
-            + f"the audit log {replay.audit_path} is intact"
-        )
-        raise typer.Exit(INTERRUPTED) from None
+        _interrupted(replay, len(calls), at_question=False)
     except (SandboxError, AuditError, OSError) as exc:
         fail(str(exc))
+    if replay.terminal.interrupted:
+        _interrupted(replay, len(calls), at_question=True)
     applied = replay.applied
     if as_json:
         payload = {
@@ -113,6 +117,26 @@ def run(
         f"Audit log: {replay.audit_path}; traces: {replay.traces_path}."
     )
     raise typer.Exit(1 if failed else 0)
+
+
+def _interrupted(replay: _Replay, total: int, *, at_question: bool) -> NoReturn:
+    """Say how far the replay got when Ctrl-C stopped it, and exit 130."""
+    done = len(replay.results)
+    if not at_question:
+        what = f"[bold yellow]interrupted[/]: {done} of {total} calls ran; "
+    elif replay.reviewing:
+        what = "[bold yellow]interrupted[/] at the question (Ctrl-C): nothing was applied; "
+    else:
+        what = (
+            "[bold yellow]interrupted[/] at the question (Ctrl-C): that call was refused and "
+            f"no later one ran ({done} of {total} calls done); "
+        )
+    replay.console.print(
+        what
+        + ("the overlay's changes were dropped; " if replay.overlay else "")
+        + f"the audit log {replay.audit_path} is intact"
+    )
+    raise typer.Exit(INTERRUPTED)
 
 
 class _Replay:
@@ -143,6 +167,8 @@ class _Replay:
         self.audit_path = state / "audit.jsonl"
         self.traces_path = state / "traces.jsonl"
         self.apply_without_asking = False
+        self.terminal = Terminal()
+        self.reviewing = False  # the overlay's changes are being shown (no call is running)
 
     async def run(self, calls: list[ToolCall], transcript: Path) -> list[ToolResult]:
         session = Session(
@@ -159,8 +185,10 @@ class _Replay:
                     result = await engine.call(call)
                     self.results.append(result)
                     self._progress(number, len(calls), result)
-            if self.overlay:
-                self._review(session.fs)
+                    if self.terminal.interrupted:
+                        break  # Ctrl-C at a question: that call was refused, stop here
+            if self.overlay and not self.terminal.interrupted:
+                await self._review(session.fs)
         return self.results
 
     def _progress(self, number: int, total: int, result: ToolResult) -> None:
@@ -173,16 +201,23 @@ class _Replay:
             f"[dim][{number}/{total}][/] {result.tool} [{style}]{result.status}[/]{why}  {detail}"
         )
 
-    def _answer(self, call: ToolCall, decision: Decision) -> bool | str:
+    async def _answer(self, call: ToolCall, decision: Decision) -> Approve | bool | str:
         if self.approve != "ask":
             return self.approve == "yes"
+        try:
+            return await self._ask(call, decision)
+        except Interrupted as exc:
+            # a refusal the audit log records as such; the replay stops before its next call
+            raise PermissionDeniedError(str(exc)) from None
+
+    async def _ask(self, call: ToolCall, decision: Decision) -> Approve | bool | str:
         if (decision.rule or "").startswith("network."):
             # a host the command wants to reach, asked about while it runs
             self.console.print(
                 f"[bold]{escape(call.name)}[/] wants to reach {escape(decision.target or '?')}"
             )
             self.console.print(f"  asks because: {escape(decision.reason)}")
-            return _host_answer()
+            return await ask_host(self.terminal)
         # escaped: a path or command spelled as markup ("[conceal]") must not hide what is asked
         self.console.print(f"[bold]{escape(call.name)}[/] {escape(_describe(call))}")
         if decision.asks:
@@ -192,9 +227,11 @@ class _Replay:
                 self.console.print(f"  - {escape(part.brief())}")
         else:
             self.console.print(f"  asks because: {escape(decision.reason)}")
-        return _confirm("Allow this call?")
+        for line in offered(decision.suggestions):
+            self.console.print(escape(line))
+        return await ask_call(self.terminal, decision.suggestions, self.policy.file)
 
-    def _review(self, fs: VirtualFS) -> None:
+    async def _review(self, fs: VirtualFS) -> None:
         changes = fs.changes()
         self.changes = [{"path": c.path, "kind": c.kind} for c in changes]
         if not changes:
@@ -204,9 +241,13 @@ class _Replay:
             self.console.print(f"[bold]{change.kind}[/] {change.path}")
             if change.diff:
                 self.console.print(change.diff.rstrip("\n"), markup=False)
-        if self.apply_without_asking or _confirm(
-            f"Apply these {len(changes)} change(s) to {self.workspace}?"
-        ):
+        question = f"Apply these {len(changes)} change(s) to {self.workspace}?"
+        self.reviewing = True
+        try:
+            apply = self.apply_without_asking or await confirm(self.terminal, question)
+        except Interrupted:
+            return  # nothing applied; the caller says the replay was interrupted
+        if apply:
             fs.commit()
             self.applied = True
             self.console.print(f"Applied {len(changes)} change(s) to {self.workspace}.")
@@ -220,27 +261,3 @@ def _describe(call: ToolCall) -> str:
         return arguments[:200]
     shown = {k: (v if len(str(v)) <= 80 else f"{str(v)[:80]}...") for k, v in arguments.items()}
     return json.dumps(shown, ensure_ascii=False, default=str)
-
-
-def _host_answer() -> bool | str:
-    """Allow a host for this call, the session, always, or not (no answer is no)."""
-    sys.stderr.write("Allow? [y]es for this call, [s]ession, [a]lways, [N]o: ")
-    sys.stderr.flush()
-    answer = sys.stdin.readline().strip().lower()
-    return _HOST_ANSWERS.get(answer, False)
-
-
-_HOST_ANSWERS: dict[str, bool | str] = {
-    "y": True, "yes": True, "s": "session", "session": "session", "a": "always", "always": "always"
-}  # fmt: skip
-
-
-def _confirm(question: str) -> bool:
-    """A yes/no question on stderr, answered on stdin (a pipe works too); no answer is no."""
-    sys.stderr.write(f"{question} [y/N] ")
-    sys.stderr.flush()
-    answer = sys.stdin.readline()
-    if not answer:
-        sys.stderr.write("(no answer: no)\n")
-        return False
-    return answer.strip().lower() in ("y", "yes")

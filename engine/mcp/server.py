@@ -9,8 +9,12 @@ sandbox, timeout, audit record and span. A denial comes back as a tool error who
 the rule and the reason. An ``ask`` decision is put to the person through MCP elicitation when
 the client supports it (asked mid-call on handshake-era connections; as an
 ``InputRequiredResult`` that the client answers by calling again on 2026-07-28 connections),
-and is denied otherwise. When a call changes which tools are active (the ``reset_tools`` meta
-tool), handshake-era clients are told that the tool list changed.
+and is denied otherwise. The form offers a choice (`approval_schema`): no, yes once, or yes for
+the session or always (appended to the policy file) by one of the approvals the engine suggests
+for the call; a client that answers the older yes/no form (a boolean ``approve``) still gets a
+yes for the call. A call that runs with a warning (a warn decision) says so in its result, in a
+text block of its own, so the client sees it too. When a call changes which tools are active
+(the ``reset_tools`` meta tool), handshake-era clients are told that the tool list changed.
 
 A client that goes away mid-call cancels the call: the engine records it as cancelled and kills
 the command's processes. Over stdio the SDK ends the session when stdin closes, which cancels
@@ -32,7 +36,9 @@ import functools
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -42,7 +48,7 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS, is_version_at_least
 from starlette.requests import Request
 from starlette.types import Receive
 
@@ -50,26 +56,58 @@ from stockade.engine.content import ImageBlock, TextBlock
 from stockade.engine.errors import CallError, PermissionDeniedError
 from stockade.engine.formats.mcp import hints
 from stockade.engine.messages import ToolCall, ToolResult
+from stockade.engine.pipeline import Approve
 from stockade.engine.pipeline.engine import Engine
 from stockade.engine.tools import RegisteredTool
 from stockade.policies import Decision, Effect
+from stockade.policies.suggestions import Suggestion
 from stockade.version import __version__
 
 log = logging.getLogger("stockade.mcp")
 
 APPROVAL_KEY = "stockade_approval"  # the input request's key on 2026-07-28 connections
-_APPROVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "approve": {
-            "type": "boolean",
-            "title": "Allow this call",
-            "description": "Run the call once. Leave unchecked (or decline) to refuse it.",
-            "default": False,
-        }
-    },
-    "required": ["approve"],
-}
+CHOICE = "answer"  # the form's field for the choice; ``approve`` is the older yes/no field
+
+
+def approval_schema(
+    suggestions: Sequence[Suggestion], policy_file: Path | None, *, titled: bool = True
+) -> dict[str, Any]:
+    """The approval form: a choice of "no", "once", and per suggestion N "session:N" and
+    "always:N", each with a title for people; and the older yes/no field. ``titled`` spells the
+    choice as the 2025-11-25 revision does (``oneOf`` of ``const`` and ``title``); without it,
+    as 2025-06-18 clients read it (``enum`` with ``enumNames``)."""
+    kept = (
+        f"added to {policy_file.name}"
+        if policy_file is not None
+        else "no policy file: kept while the server runs"
+    )
+    options = [("no", "No: refuse this call"), ("once", "Yes, this call only")]
+    for number, offer in enumerate(suggestions, start=1):
+        options.append((f"session:{number}", f"Yes, for this session: {offer.summary}"))
+        options.append((f"always:{number}", f"Yes, always ({kept}): {offer.summary}"))
+    choice: dict[str, Any] = {
+        "type": "string",
+        "title": "Answer",
+        "description": "How far the yes reaches (a protected path or a dangerous command is "
+        "asked about every time: then only no or once is offered).",
+    }
+    if titled:
+        choice["oneOf"] = [{"const": value, "title": title} for value, title in options]
+    else:
+        choice["enum"] = [value for value, _ in options]
+        choice["enumNames"] = [title for _, title in options]
+    return {
+        "type": "object",
+        "properties": {
+            CHOICE: choice,
+            "approve": {
+                "type": "boolean",
+                "title": "Allow this call once",
+                "description": "Read only when no answer is chosen above (older clients).",
+                "default": False,
+            },
+        },
+    }
 
 
 def annotations_of(tool: RegisteredTool, *, network: bool) -> types.ToolAnnotations:
@@ -84,6 +122,7 @@ class _Asking:
 
     ctx: ServerRequestContext[Any]
     answer: types.ElicitResult | None
+    offer: str = ""  # what the answer's question offered (`_offer`), on 2026-07-28
 
 
 class McpService:
@@ -152,17 +191,20 @@ class McpService:
     ) -> types.CallToolResult | types.InputRequiredResult:
         call = ToolCall(name=params.name, arguments=params.arguments or {}, subject="mcp")
         answer = (params.input_responses or {}).get(APPROVAL_KEY)
-        if params.request_state != _fingerprint(call):
+        about, _, offer = (params.request_state or "").partition(".")
+        if about != _fingerprint(call):
             answer = None  # an answer about some other call: ask about this one
         if _modern(ctx) and answer is None and _can_elicit(ctx):
             question = await self._question(call)
             if question is not None:  # ask first; the client calls again with the answer
+                text, suggestions = question
+                schema = approval_schema(suggestions, self.engine.policy.file)
                 return types.InputRequiredResult(
-                    input_requests={APPROVAL_KEY: _elicit_request(question)},
-                    request_state=_fingerprint(call),
+                    input_requests={APPROVAL_KEY: _elicit_request(text, schema)},
+                    request_state=f"{_fingerprint(call)}.{_offer(suggestions)}",
                 )
         revision = self.engine.toolkit.revision
-        asking = _Asking(ctx, answer if isinstance(answer, types.ElicitResult) else None)
+        asking = _Asking(ctx, answer if isinstance(answer, types.ElicitResult) else None, offer)
         result = await self.engine.call(call, approver=functools.partial(self._approve, asking))
         if self.engine.toolkit.revision != revision and not _modern(ctx):
             try:
@@ -171,8 +213,9 @@ class McpService:
                 log.warning("could not tell the client its tool list changed: %s", exc)
         return to_mcp_result(result)
 
-    async def _question(self, call: ToolCall) -> str | None:
-        """The approval question for ``call`` when the policy would ask about it, else None."""
+    async def _question(self, call: ToolCall) -> tuple[str, tuple[Suggestion, ...]] | None:
+        """The approval question for ``call`` and the approvals it offers, when the policy
+        would ask about it (and no lasting approval covers it), else None."""
         tool = self.engine.toolkit.resolve(call.name)
         if tool is not None and tool.spec.command is not None:
             await self.engine.isolation()  # probed off the event loop, not inside preview
@@ -180,12 +223,22 @@ class McpService:
             _, decision = self.engine.preview(call)
         except CallError:
             return None  # the call itself will say what is wrong
-        return _describe(call, decision) if decision.effect is Effect.ASK else None
+        if decision.effect is not Effect.ASK:
+            return None
+        # the same suggestions the engine puts to the approver when the call comes back
+        return _describe(call, decision), decision.suggestions
 
-    async def _approve(self, asking: _Asking, call: ToolCall, decision: Decision) -> bool:
+    async def _approve(self, asking: _Asking, call: ToolCall, decision: Decision) -> Approve | bool:
         """The approver of one served call: its client answers."""
         if asking.answer is not None:  # 2026-07-28: answered before the call came back
-            return _approved(asking.answer)
+            answer = _answer_of(asking.answer, decision.suggestions)
+            lasting = isinstance(answer, Approve) and answer.scope != "once"
+            if lasting and asking.offer != _offer(decision.suggestions):
+                raise PermissionDeniedError(
+                    "not approved: the approvals offered changed since the question was "
+                    "put (another answer came in between); call again to be asked anew"
+                )
+            return answer
         if not _can_elicit(asking.ctx):
             raise PermissionDeniedError(
                 "not asked: this MCP client does not support elicitation, so nobody could "
@@ -193,10 +246,12 @@ class McpService:
             )
         if _modern(asking.ctx):  # the answer should have come with the call; it did not
             raise PermissionDeniedError("not approved: the client sent no answer")
+        titled = is_version_at_least(asking.ctx.protocol_version, "2025-11-25")
+        schema = approval_schema(decision.suggestions, self.engine.policy.file, titled=titled)
         try:
             reply = await asyncio.wait_for(
                 asking.ctx.session.elicit_form(
-                    _describe(call, decision), _APPROVAL_SCHEMA, asking.ctx.request_id
+                    _describe(call, decision), schema, asking.ctx.request_id
                 ),
                 self.elicit_timeout_s,
             )
@@ -208,7 +263,7 @@ class McpService:
             raise PermissionDeniedError(
                 f"not approved: asking the client failed ({type(exc).__name__}: {exc})"
             ) from None
-        return _approved(reply)
+        return _answer_of(reply, decision.suggestions)
 
 
 class DisconnectCancels:
@@ -252,7 +307,9 @@ async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> N
 
 def to_mcp_result(result: ToolResult) -> types.CallToolResult:
     """An engine result as MCP's: content blocks, and ``isError`` for every status but ok. A
-    denial's text names the rule and the reason."""
+    denial's text names the rule and the reason; the warnings of a call that ran with some (a
+    warn decision, an approval kept shorter than asked) follow its content, in a block of
+    their own."""
     blocks: list[types.ContentBlock] = []
     if result.status == "denied" and result.decision is not None:
         rule = result.decision.rule or "default"
@@ -270,7 +327,27 @@ def to_mcp_result(result: ToolResult) -> types.CallToolResult:
             )
     if not blocks:
         blocks.append(types.TextContent(type="text", text=result.text or result.status))
+    warned = _warnings(result)
+    if warned:
+        blocks.append(types.TextContent(type="text", text="\n".join(warned)))
     return types.CallToolResult(content=blocks, is_error=result.status != "ok")
+
+
+def _warnings(result: ToolResult) -> list[str]:
+    """One line per warning of ``result``: its warn decision's (naming the rule), then the
+    engine's other notes (the decision's reason is among them: said once)."""
+    lines: list[str] = []
+    said: set[str] = set()
+    decision = result.decision
+    if decision is not None and decision.effect is Effect.WARN:
+        lines.append(f"warning (rule {decision.rule or 'default'}): {decision.reason}")
+        said.add(decision.reason)
+    noted = result.metadata.get("warnings")
+    for warning in noted if isinstance(noted, list) else ():
+        if isinstance(warning, str) and warning not in said:
+            lines.append(f"warning: {warning}")
+            said.add(warning)
+    return lines
 
 
 def _modern(ctx: ServerRequestContext[Any]) -> bool:
@@ -282,14 +359,43 @@ def _can_elicit(ctx: ServerRequestContext[Any]) -> bool:
     return capabilities is not None and capabilities.elicitation is not None
 
 
-def _elicit_request(question: str) -> types.ElicitRequest:
+def _elicit_request(question: str, schema: dict[str, Any]) -> types.ElicitRequest:
     return types.ElicitRequest(
-        params=types.ElicitRequestFormParams(message=question, requested_schema=_APPROVAL_SCHEMA)
+        params=types.ElicitRequestFormParams(message=question, requested_schema=schema)
     )
 
 
-def _approved(reply: types.ElicitResult) -> bool:
-    return reply.action == "accept" and (reply.content or {}).get("approve") is True
+def _answer_of(reply: types.ElicitResult, suggestions: Sequence[Suggestion]) -> Approve | bool:
+    """What the person chose on the form: declined or "no" is no; the older yes/no field
+    counts only when no choice was made. A choice that was not offered refuses, saying so."""
+    if reply.action != "accept":
+        return False
+    content = reply.content or {}
+    choice = content.get(CHOICE)
+    if choice is None:
+        return Approve("once") if content.get("approve") is True else False
+    if choice == "no":
+        return False
+    if choice == "once":
+        return Approve("once")
+    scope, _, number = str(choice).partition(":")
+    index = int(number) - 1 if number.isdigit() else -1
+    if scope in ("session", "always") and 0 <= index < len(suggestions):
+        return Approve("session" if scope == "session" else "always", suggestions[index])
+    offered = "no, once" + (
+        f", session:N or always:N for N from 1 to {len(suggestions)}" if suggestions else ""
+    )
+    raise PermissionDeniedError(
+        f"not approved: the answer {str(choice)[:100]!r} is none of those offered ({offered})"
+    )
+
+
+def _offer(suggestions: Sequence[Suggestion]) -> str:
+    """A digest of what a question offered, to tell whether an answer still fits it."""
+    text = json.dumps(
+        [[s.summary, [spec.model_dump(mode="json") for spec in s.approvals]] for s in suggestions]
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _describe(call: ToolCall, decision: Decision) -> str:

@@ -55,6 +55,8 @@ class OutcomeRecord(TypedDict):
     effect: NotRequired[Effect]
     rule: NotRequired[str | None]
     approval: NotRequired[str]
+    approval_scope: NotRequired[str]
+    reason: NotRequired[str]
     path: NotRequired[str]
     bytes: NotRequired[int]
     sha256_before: NotRequired[str | None]
@@ -114,10 +116,13 @@ def outcome_record(call: ToolCall, result: ToolResult) -> OutcomeRecord:
     elif notes is not None and notes.approval is not None:
         record["effect"] = decision.effect
         record["rule"] = decision.rule
+        record["reason"] = decision.reason  # the answer: who said what (or Ctrl-C at the prompt)
     if notes is None:
         return record
     if notes.approval is not None:
         record["approval"] = notes.approval
+    if notes.approval_scope is not None:
+        record["approval_scope"] = notes.approval_scope
     if notes.file is not None:
         record["path"] = notes.file.path
         record["bytes"] = notes.file.bytes

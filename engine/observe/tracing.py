@@ -327,7 +327,8 @@ class CallTracer:
                 },
             )
         if notes.approval is not None:
-            span.add_event("approval", {"answer": notes.approval})
+            scope = {"scope": notes.approval_scope} if notes.approval_scope else {}
+            span.add_event("approval", {"answer": notes.approval, **scope})
         for warning in notes.warnings:
             span.add_event("warning", {"message": warning})
         if notes.changes:

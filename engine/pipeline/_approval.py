@@ -26,8 +26,9 @@ from typing import Any, NamedTuple
 
 from stockade.engine.errors import PermissionDeniedError
 from stockade.engine.messages import ToolCall, printable
-from stockade.engine.pipeline._state import Approver
+from stockade.engine.pipeline._state import Approve, Approver
 from stockade.policies import Decision
+from stockade.policies.suggestions import Suggestion
 
 log = logging.getLogger("stockade.engine")
 
@@ -40,6 +41,7 @@ class Answer(NamedTuple):
     verdict: str = ""
     warning: str | None = None
     scope: str | None = None  # how far an approval reaches: "call", "session" or "always"
+    rule: Suggestion | None = None  # the suggestion a lasting approval keeps (None: the first)
 
 
 async def put(
@@ -71,13 +73,16 @@ async def put(
         return _unanswered(call, timeout_s, synchronous)
     except Exception as exc:
         return _failed(exc)
+    if isinstance(answer, Approve):
+        scope = "call" if answer.scope == "once" else answer.scope
+        return Answer(True, scope=scope, rule=answer.rule)
     if answer in _SCOPES:
-        return Answer(True, scope=str(answer))
+        return Answer(True, scope="call" if answer == "once" else str(answer))
     return Answer(answer is True)
 
 
 # what an approver may answer instead of True, to approve a host for longer than the call
-_SCOPES = frozenset({"call", "session", "always"})
+_SCOPES = frozenset({"call", "once", "session", "always"})
 
 
 def _failed(exc: BaseException) -> Answer:

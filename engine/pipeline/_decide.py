@@ -13,6 +13,7 @@ from typing import Any
 from stockade.engine.injection import ToolContext
 from stockade.engine.messages import printable
 from stockade.engine.pipeline._approval import put
+from stockade.engine.pipeline._lasting import Kept, Lasting
 from stockade.engine.pipeline._state import Admitted
 from stockade.engine.tools import RegisteredTool
 from stockade.policies import Decision, Effect, Policy, Request, strictest
@@ -55,11 +56,19 @@ def decide(
     return strictest(decision, verdict)
 
 
-async def ask(admitted: Admitted, policy: Policy) -> None:
+async def ask(admitted: Admitted, policy: Policy, lasting: Lasting) -> None:
     """Put an "ask" decision to the call's approver; its answer becomes the call's decision
     (and ``approval`` note); one that does not answer within the approval timeout refuses
-    (`_approval`). Without an approver the policy says what an unanswered ask becomes."""
-    asked, approver = admitted.decision, admitted.approver
+    (`_approval`). An ask the engine's lasting approvals cover is allowed without asking; one
+    answered "session" or "always" adds the chosen suggestion to them (`_lasting`). Without
+    an approver the policy says what an unanswered ask becomes."""
+    asked, approver, request = admitted.decision, admitted.approver, admitted.request
+    covered = lasting.approve(request, asked)
+    if covered is not None:
+        admitted.decision = covered
+        notes = admitted.note()
+        notes.approval, notes.approval_scope = "approved", lasting.scope_of(covered)
+        return
     if approver is None:
         admitted.decision = policy.unanswered(asked)
         # nobody could say yes: a refusal, or in shadow mode a call that runs unasked (either
@@ -67,15 +76,26 @@ async def ask(admitted: Admitted, policy: Policy) -> None:
         denied = admitted.decision.effect is Effect.DENY
         admitted.note().approval = "refused" if denied else "unanswered"
         return
-    answer = await put(approver, admitted.call, asked, admitted.approval_timeout)
+    question = lasting.question(request, asked)
+    answer = await put(approver, admitted.call, question, admitted.approval_timeout)
     if answer.warning is not None:
         admitted.warn(answer.warning)
     approved = answer.approved
     verdict = answer.verdict or (
         "approved by the approver" if approved else "refused by the approver"
     )
+    scope: Kept = "once"
+    if approved and answer.scope in ("session", "always"):
+        scope, warning = lasting.keep(admitted.call, question, answer)
+        if warning is not None:
+            admitted.warn(warning)
+        if scope != "once":
+            verdict += f" ({scope})"
     admitted.decision = asked.answered(approved, verdict)
-    admitted.note().approval = "approved" if approved else "refused"
+    notes = admitted.note()
+    notes.approval = "approved" if approved else "refused"
+    if approved:
+        notes.approval_scope = scope
 
 
 def warned(admitted: Admitted) -> None:

@@ -12,7 +12,8 @@ paths) with that one path and how it is used. Then:
 
 * allow and warn go on (a warning about the path itself is noted once per path);
 * deny refuses, naming the rule and its reason;
-* ask goes on only where the call's approval already covers it: the call was asked and
+* ask goes on only where an approval already covers it: a lasting one (``[[approvals]]``, or
+  answered "session"), or the call's own: the call was asked and
   approved, and the path is one the call named, for that use (for a read: named for any use,
   since a call approved to change a file reads it, as an edit does). An approver cannot be
   asked from inside a running tool (a sync tool runs in a worker thread, its caller waiting),
@@ -27,10 +28,11 @@ from typing import Any, Final
 
 from stockade.engine.injection import ContextLevel, ToolContext
 from stockade.engine.messages import ToolCall
+from stockade.engine.pipeline._lasting import Lasting
 from stockade.engine.pipeline._state import Admitted
 from stockade.engine.pipeline._validate import ignored_warning
 from stockade.engine.tools import RegisteredTool, ToolBase
-from stockade.policies import Decision, Effect, Policy, Request
+from stockade.policies import Decision, Effect, Request
 from stockade.policies.request import Access
 from stockade.sandbox import VirtualFS
 
@@ -40,10 +42,11 @@ _MAX_REMEMBERED: Final = 65_536  # verdicts kept per call (a walk judges each fi
 class CallJudge:
     """The guard of one admitted call's file systems (`stockade.sandbox.Guard`)."""
 
-    __slots__ = ("_admitted", "_named", "_noted", "_policy", "_verdicts")
+    __slots__ = ("_admitted", "_lasting", "_named", "_noted", "_policy", "_verdicts")
 
-    def __init__(self, policy: Policy, admitted: Admitted) -> None:
-        self._policy = policy
+    def __init__(self, lasting: Lasting, admitted: Admitted) -> None:
+        self._policy = lasting.policy
+        self._lasting = lasting
         self._admitted = admitted
         # the paths the call named, and how: what its decision (and any approval) was about
         self._named: dict[str, set[str]] = {}
@@ -65,7 +68,8 @@ class CallJudge:
 
     def _verdict(self, path: str, access: Access) -> str | None:
         admitted = self._admitted
-        decision = self._policy.decide(admitted.request._replace(paths=((path, access),)))
+        request = admitted.request._replace(paths=((path, access),))
+        decision = self._policy.decide(request)
         effect = decision.effect
         if effect is Effect.ALLOW:
             return None
@@ -78,7 +82,7 @@ class CallJudge:
             if decision.shadow:
                 self._note(path, f"shadow mode: would refuse {access} of {path}: {_rule(decision)}")
                 return None
-            if self._approved(path, access):
+            if self._approved(path, access) or self._lasting.approve(request, decision):
                 return None
             return (
                 f"{_rule(decision)} needs approval, which was not asked for this path: it was "
@@ -115,12 +119,14 @@ def admit_call(
     decision: Decision,
     request: Request,
     ignored: list[str],
-    policy: Policy,
+    lasting: Lasting,
 ) -> Admitted:
-    """Steps 1-4 done: the call as it goes on, its files to be judged where each lands."""
+    """Steps 1-4 done: the call as it goes on, its files to be judged where each lands (by
+    ``lasting.policy``, an ask there allowed where the call's approval or a lasting one covers
+    it)."""
     call_admitted = Admitted(call, tool, kwargs, ctx, decision, request)
     if ctx is not None:
-        guard_files(call_admitted, policy)
+        guard_files(call_admitted, lasting)
     if tool.spec.path_space == "host":
         call_admitted.note().dangerous_io = True
     if ignored:
@@ -129,7 +135,7 @@ def admit_call(
     return call_admitted
 
 
-def guard_files(admitted: Admitted, policy: Policy) -> None:
+def guard_files(admitted: Admitted, lasting: Lasting) -> None:
     """Give the call's tool, in place of each `VirtualFS` it takes (as an argument, or from its
     `ToolContext`), a view that judges every path at the moment of use. Tools that take
     neither, and tools that run a command, are left as they are."""
@@ -148,7 +154,7 @@ def guard_files(admitted: Admitted, policy: Policy) -> None:
             wants_context = True
         value = kwargs.get(injection.name)
         if isinstance(value, VirtualFS):
-            judge = judge or CallJudge(policy, admitted)
+            judge = judge or CallJudge(lasting, admitted)
             view = views.get(id(value))
             if view is None:
                 view = views[id(value)] = value.guarded(judge)
@@ -157,7 +163,7 @@ def guard_files(admitted: Admitted, policy: Policy) -> None:
     if wants_context and ctx is not None:
         fs = ctx.get(VirtualFS)
         if fs is not None:
-            judge = judge or CallJudge(policy, admitted)
+            judge = judge or CallJudge(lasting, admitted)
             view = views.get(id(fs)) or fs.guarded(judge)
             # nearest first: ctx.get(VirtualFS) finds the view before the engine's own
             ctx.levels = (ContextLevel({VirtualFS: view}), *ctx.levels)

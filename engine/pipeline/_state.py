@@ -6,18 +6,33 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from stockade.engine.injection import ToolContext
 from stockade.engine.messages import CallNotes, Status, ToolCall, escaped, printable
 from stockade.engine.tools import RegisteredTool
 from stockade.errors import ConfigurationError
 from stockade.policies import Decision, Request
+from stockade.policies.suggestions import Suggestion
 
-Approver = Callable[[ToolCall, Decision], "bool | str | Awaitable[bool | str]"]
+
+class Approve(NamedTuple):
+    """An approver's yes and how far it reaches: ``"once"`` (this call), ``"session"`` (calls
+    of this engine until it is closed) or ``"always"`` (appended to the policy file the engine
+    was loaded from). ``rule`` is one of the question's `Decision.suggestions` (None: the first,
+    the narrowest). Returning True is ``Approve("once")``; ``"session"`` and ``"always"`` are
+    ``Approve(scope)``."""
+
+    scope: Literal["once", "session", "always"] = "once"
+    rule: Suggestion | None = None
+
+
+Approver = Callable[[ToolCall, Decision], "bool | str | Approve | Awaitable[bool | str | Approve]"]
 """Answers "ask" decisions: ``approver(call, decision)`` returns (or resolves to) True to allow
 the call. Raising `PermissionDeniedError` refuses it with that message as the reason. A sync
-approver runs in a thread of its own; either kind has the engine's ``approval_timeout``. Asked
+approver runs in a thread of its own; either kind has the engine's ``approval_timeout``. To
+approve beyond the call it answers ``"session"``, ``"always"`` or an `Approve` naming one of
+the decision's ``suggestions``. Asked
 about a host a command wants to reach (a decision whose rule begins ``network.``), it may
 answer ``"session"`` or ``"always"`` to approve that host and port beyond the call (True and
 ``"call"`` approve it for the rest of the call)."""

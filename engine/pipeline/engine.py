@@ -39,6 +39,7 @@ from stockade.engine.pipeline._decide import ask, decide, warned
 from stockade.engine.pipeline._egress import HostApprovals
 from stockade.engine.pipeline._external import ExternalCalls
 from stockade.engine.pipeline._judge import admit_call
+from stockade.engine.pipeline._lasting import Lasting
 from stockade.engine.pipeline._schedule import Admission, in_batches
 from stockade.engine.pipeline._state import Admitted, Approver, RunFailed, positive
 from stockade.engine.pipeline._validate import validate
@@ -102,8 +103,7 @@ class Engine:
             loop_stall_threshold=loop_stall_threshold,
         )
         self.toolkit = toolkit
-        # the policy given (none: the default preset), with Stockade's own files protected
-        self.policy = engine_policy(policy, fs, audit, tracer_provider)
+        self.policy = engine_policy(policy, fs, audit, tracer_provider)  # own files protected
         self.approver = approver
         self.audit = audit
         self.fs = fs
@@ -127,6 +127,7 @@ class Engine:
         self._commands = Commands(self.policy, fs, HostApprovals(approved_hosts))
         self._classifier = Classifier(self.policy, fs, self._commands.stages)
         self._admission = Admission(self.policy)
+        self._lasting = Lasting(self.policy, fs)  # the file's approvals, and this session's
         self._attempts = Attempts(retry, rng or random.Random(), max_workers, loop_stall_threshold)
         self._bubblewrap: Bubblewrap | None = None
         if bubblewrap is not None:
@@ -164,7 +165,7 @@ class Engine:
                 admitted.approver = approver or self.approver
                 admitted.approval_timeout = self.approval_timeout
                 if admitted.decision.effect is Effect.ASK:
-                    await ask(admitted, self.policy)
+                    await ask(admitted, self.policy, self._lasting)
                 result = self._verdict(admitted, started) or await self._execute(admitted, started)
         except asyncio.CancelledError:
             self._finish(call, results.cancelled(call, admitted, started))
@@ -243,7 +244,7 @@ class Engine:
                 admitted.approver = approver or self.approver
                 admitted.approval_timeout = self.approval_timeout
                 if admitted.decision.effect is Effect.ASK:
-                    await ask(admitted, self.policy)
+                    await ask(admitted, self.policy, self._lasting)
                 result = self._verdict(admitted, started)
                 if result is None:
                     chunks = self._chunks(admitted, queue, delivery, started)
@@ -267,8 +268,8 @@ class Engine:
 
     def preview(self, call: ToolCall) -> tuple[Request, Decision]:
         """What the policy would decide on ``call``, without running it, asking anyone or
-        recording anything: steps 1-4 only. Raises `CallError` (an unknown tool, bad
-        arguments) where `call` would return an error result. Probes for bubblewrap here, in
+        recording anything: steps 1-4, as an approver would meet it (`_lasting`). Raises
+        `CallError` where `call` would return an error result. Probes for bubblewrap here, in
         this thread, if a command call needs it and it was not probed yet."""
         tool = self.toolkit.resolve(call.name)
         if tool is None:
@@ -278,7 +279,8 @@ class Engine:
         kwargs, ctx, _ = validate(
             tool, call, self._levels(None), SILENT_EMITTER, self.max_argument_bytes
         )
-        return self._judge(tool, call, kwargs, ctx)
+        request, decision = self._judge(tool, call, kwargs, ctx)
+        return request, self._lasting.question(request, decision)
 
     async def isolation(self) -> Bubblewrap:
         """What this machine offers for boxing commands, probed once (off the event loop)."""
@@ -356,14 +358,14 @@ class Engine:
         if self._observers is not None:
             kept = self._observers.decided(call, request, decision)
         if isinstance(kept, Decision):
-            return admit_call(call, tool, kwargs, ctx, kept, request, ignored, self.policy)
+            return admit_call(call, tool, kwargs, ctx, kept, request, ignored, self._lasting)
         return self._when_kept(kept, (call, tool, kwargs, ctx), request, ignored)
 
     async def _when_kept(
         self, kept: Awaitable[Decision], what: _Judged, request: Request, ignored: list[str]
     ) -> Admitted:
         """An fsync audit log: the call goes on once its intent is on disk."""
-        return admit_call(*what, await kept, request, ignored, self.policy)
+        return admit_call(*what, await kept, request, ignored, self._lasting)
 
     async def _admit_after_probe(
         self, call: ToolCall, context: ContextLike, emitter: Emitter, started: float
