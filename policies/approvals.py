@@ -19,11 +19,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from stockade.policies.call_atom import defers, spoke
+from stockade.policies.call_atom import speaking
 from stockade.policies.decision import Decision, Effect
 from stockade.policies.policy import Policy
 from stockade.policies.policy_file import ApprovalSpec, RuleSpec
-from stockade.policies.request import Request
+from stockade.policies.request import ACCESSES, Request
 from stockade.policies.rules import Atom, Rule, compile_rule
 
 Scope = Literal["session", "always"]
@@ -52,15 +52,7 @@ class Approval:
 
 def compile_approval(spec: ApprovalSpec, scope: Scope) -> Approval:
     """An approval ready to match; a pattern that cannot be compiled is a `PolicyError`."""
-    as_rule = RuleSpec(
-        id=spec.id,
-        effect="allow",
-        subjects=spec.subjects,
-        tools=spec.tools,
-        actions=spec.actions,
-        paths=spec.paths,
-        commands=spec.commands,
-    )
+    as_rule = RuleSpec(effect="allow", **spec.model_dump(exclude={"reason"}))
     return Approval(spec, compile_rule(as_rule, 0), scope)
 
 
@@ -132,17 +124,11 @@ def asking_atoms(
     for part in decision.asks or (decision,):
         if part.rule is not None and part.rule not in file_rules:
             return None  # a protected path, a dangerous command, a tool's own check ...
-    atoms = policy.atoms(request)
     first_match = policy.first_match
-    gives_way = defers(atoms) and first_match(atoms[0]) is None
-    if gives_way and any(spoke(first_match(atom)) for atom in atoms[1:]):
-        atoms = atoms[1:]  # the call gave way to its paths (`call_atom`)
-    asking: list[Atom] = []
-    extra = policy.extra_spellings(request)
+    atoms = speaking(policy.atoms(request), first_match, policy.extra_spellings(request))
+    asking: list[tuple[Atom, str | None]] = []
     for atom in atoms:
         rule = first_match(atom)
-        if rule is None and atom.command in extra:
-            continue  # a normal form no rule names says nothing (`Policy.extra_spellings`)
         effect = policy.default if rule is None else rule.effect
         if effect is not Effect.ASK:
             continue
@@ -150,5 +136,11 @@ def asking_atoms(
             return None
         if atom.action == "execute" and atom.command is None:
             return None  # what cannot be read cannot be approved for later
-        asking.append(atom)
-    return asking
+        asking.append((atom, None if rule is None else rule.id))
+    # every part of the question must be one of these atoms: a part that is not (a tool's own
+    # permission check, whatever rule name it gives) is the tool's question, asked every time
+    keys = {(rule_id, atom.action, atom.path) for atom, rule_id in asking}
+    for part in decision.asks or (decision,):
+        if (part.rule, part.action, part.target if part.action in ACCESSES else None) not in keys:
+            return None
+    return [atom for atom, _ in asking]

@@ -11,9 +11,13 @@ scripts, so a rule about installs must see it.
 
 The table is hand-written: each program's options are its own, and reading an option that
 takes a value as a flag would take its value for the subcommand. An option the table does not
-know is read as a flag, and ``--opt=value`` is one word whatever the option; a wrong guess only
-adds a spelling no rule is written for. Options that print something and exit (``--help``,
-``--version``) end the reading: no subcommand runs.
+know is read both ways, as a flag and as taking the next word (``npm --cafile x install``), and
+``--opt=value`` is one word whatever the option: an extra spelling only ever makes a decision
+stricter (one no rule names says nothing), so a wrong guess costs at most a question, while a
+missed reading would let the command slip past the rule. Options that print something and exit
+(``--help``, ``--version``) end the reading: no subcommand runs. docker's management commands
+are read as the short ones (``docker container run`` is also ``docker run``), and cargo's
+built-in aliases as what they mean (``cargo r`` is ``cargo run``).
 """
 
 from __future__ import annotations
@@ -32,13 +36,17 @@ class Program:
     ``valued`` options take the next word as their value; ``stops`` print and exit;
     ``aliases`` give a subcommand the names it is also spelled by (canonical first);
     ``toolchain`` allows cargo's leading ``+nightly``; ``alone`` is the subcommand run when
-    none is given (``yarn`` alone installs)."""
+    none is given (``yarn`` alone installs); ``flags`` take no value for sure; ``groups`` are
+    management commands whose own subcommand is also a short one (``container rm``: ``rm``;
+    a name missing from the map is the same name)."""
 
     valued: frozenset[str]
     stops: frozenset[str] = _STOPS
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     toolchain: bool = False
     alone: str | None = None
+    flags: frozenset[str] = frozenset()  # options known to take no value (read one way only)
+    groups: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # docker container ...
 
 
 def _names(*spellings: str, means: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
@@ -89,6 +97,11 @@ PROGRAMS: Mapping[str, Program] = MappingProxyType(
             # --exec-path alone prints the path and exits; --exec-path=dir is one word
             stops=_STOPS
             | {"-v", "--exec-path", "--html-path", "--man-path", "--info-path", "--list-cmds"},
+            flags=frozenset(
+                {"-P", "-p", "--no-pager", "--paginate", "--bare", "--no-replace-objects"}
+                | {"--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs"}
+                | {"--icase-pathspecs", "--no-optional-locks", "--no-lazy-fetch", "--no-advice"}
+            ),
         ),
         "npm": Program(
             valued=frozenset(
@@ -121,6 +134,12 @@ PROGRAMS: Mapping[str, Program] = MappingProxyType(
             valued=frozenset({"-C", "--color", "-Z", "--config"}),
             stops=_STOPS | {"-V", "--list", "--explain"},
             toolchain=True,
+            aliases=MappingProxyType(
+                {"b": ("build",), "c": ("check",), "d": ("doc",), "t": ("test",)}
+                | {"r": ("run",), "rm": ("remove",)}
+            ),
+            flags=frozenset({"-q", "--quiet", "-v", "--verbose", "--locked", "--offline"})
+            | {"--frozen"},
         ),
         "docker": Program(
             valued=frozenset(
@@ -128,6 +147,13 @@ PROGRAMS: Mapping[str, Program] = MappingProxyType(
                 | {"--tlscacert", "--tlscert", "--tlskey"}
             ),
             stops=_STOPS | {"-v"},
+            flags=frozenset({"-D", "--debug", "--tls", "--tlsverify"}),
+            groups=MappingProxyType(
+                {
+                    "container": MappingProxyType({"ls": "ps", "list": "ps"}),
+                    "image": MappingProxyType({"ls": "images", "list": "images", "rm": "rmi"}),
+                }
+            ),
         ),
         "kubectl": Program(
             valued=frozenset(
@@ -142,20 +168,33 @@ PROGRAMS: Mapping[str, Program] = MappingProxyType(
 )
 
 
-def _subcommand_at(program: Program, args: tuple[str, ...]) -> int | None:
-    """Where the subcommand is in ``args`` (``len(args)`` when there is none), or None when
-    no subcommand runs or where it is cannot be told (a stop option, a lone ``--``)."""
-    i = 1 if program.toolchain and args and args[0].startswith("+") else 0
-    while i < len(args):
+def _subcommand_at(program: Program, args: tuple[str, ...]) -> list[int]:
+    """Where the subcommand may be in ``args`` (``len(args)``: none given), each reading of
+    the options before it once; empty when no subcommand runs (a stop option, a lone ``--``)."""
+    start = 1 if program.toolchain and args and args[0].startswith("+") else 0
+    found: dict[int, None] = {}
+    frontier, seen = [start], {start}
+    while frontier:
+        i = frontier.pop()
+        if i >= len(args):
+            found.setdefault(len(args), None)
+            continue
         word = args[i]
         if word in program.stops or word == "--":
-            return None
+            continue
         if not word.startswith("-") or word == "-":
-            return i
-        # a value option skips its value; anything else is one word: a flag, --opt=value,
-        # a short option with its value glued on, or an option the table does not know
-        i += 2 if word in program.valued else 1
-    return len(args)
+            found.setdefault(i, None)
+            continue
+        # a value option skips its value; a known flag, --opt=value or a short option with its
+        # value glued on is one word; an option the table does not know is read both ways
+        steps: tuple[int, ...] = (2,) if word in program.valued else (1,)
+        if word not in program.valued and word not in program.flags and "=" not in word:
+            steps = (1, 2) if word.startswith("--") or len(word) == 2 else (1,)
+        for step in steps:
+            if i + step not in seen:
+                seen.add(i + step)
+                frontier.append(i + step)
+    return sorted(found)
 
 
 def normal_forms(name: str, args: tuple[str, ...]) -> list[str]:
@@ -166,20 +205,23 @@ def normal_forms(name: str, args: tuple[str, ...]) -> list[str]:
     program = PROGRAMS.get(name)
     if program is None:
         return []
-    at = _subcommand_at(program, args)
-    if at is None:
-        return []
-    if at < len(args):
-        written = args[at]
-        rest = args[at + 1 :]
-    elif program.alone is not None:
-        written, rest = program.alone, ()
-    else:
-        return []
     bare = " ".join((name, *args))
     forms: dict[str, None] = {}
-    for subcommand in (written, *program.aliases.get(written, ())):
-        form = " ".join((name, subcommand, *rest))
-        if form != bare:
-            forms.setdefault(form, None)
+    for at in _subcommand_at(program, args):
+        if at < len(args):
+            written, rest = args[at], args[at + 1 :]
+        elif program.alone is not None:
+            written, rest = program.alone, ()
+        else:
+            continue
+        group = program.groups.get(written)
+        if group is not None and rest:  # `docker container rm x` is also `docker rm x`
+            spoken = (written, rest[0]), (group.get(rest[0], rest[0]),)
+            words = [(*spoken[0], *rest[1:]), (*spoken[1], *rest[1:])]
+        else:
+            words = [(each, *rest) for each in (written, *program.aliases.get(written, ()))]
+        for said in words:
+            form = " ".join((name, *said))
+            if form != bare:
+                forms.setdefault(form, None)
     return list(forms)

@@ -177,6 +177,17 @@ def lint_text(text: str, *, source: str = "<text>", workspace: Path | None = Non
                 f"rule {rule.id!r} allows what the default already allows; it only names the "
                 "rule in decisions",
             )
+    for index, approval in enumerate(spec.approvals):
+        broad = (not approval.paths and not approval.commands and approval.tools == ["*"]) or bool(
+            {"*", "* *"} & set(approval.commands) | {"**", "/**"} & set(approval.paths)
+        )
+        if broad:
+            add(
+                "warning",
+                ("approvals", index),
+                f"approval {approval.id!r} answers every ask of every tool it names, whatever "
+                "the call does; name the commands or paths it is for",
+            )
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: (order[f.severity], f.line or 0))
     return findings

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stockade.policies.asks import every_ask, unanswered
-from stockade.policies.call_atom import defers, spoke
+from stockade.policies.call_atom import defers, speaking, spoke
 from stockade.policies.casbin_enforcer import (
     CasbinMatcher,
     csv_text,
@@ -411,12 +411,7 @@ class Policy:
         if command is not None and request.action == "execute":
             more = self._checks.dangerous_commands(command)  # every_ask keeps those that ask
         default = (self.default, self._default_reason)
-        atoms = self.atoms(request)
-        gives_way = defers(atoms) and first_match(atoms[0]) is None
-        if gives_way and any(spoke(first_match(atom)) for atom in atoms[1:]):
-            atoms = atoms[1:]  # the call gave way to its paths: it asks nothing itself
-        if extra := self.extra_spellings(request):
-            atoms = [a for a in atoms if a.command not in extra or first_match(a) is not None]
+        atoms = speaking(self.atoms(request), first_match, self.extra_spellings(request))
         return every_ask(decided, atoms, first_match, default, danger, more)
 
     def extra_spellings(self, request: Request) -> frozenset[str]:

@@ -92,6 +92,13 @@ def compile_rules(
             raise PolicyError(
                 "invalid policy", [problem(source, text, ("dangerous_paths",), str(exc))]
             ) from None
+    for index, approval in enumerate(spec.approvals):  # compiled where used; checked here
+        as_rule = RuleSpec(effect="allow", **approval.model_dump(exclude={"reason"}))
+        try:
+            compile_rule(as_rule, 0)
+        except RuleError as exc:
+            where: tuple[str | int, ...] = ("approvals", index, *((exc.key,) if exc.key else ()))
+            raise PolicyError("invalid policy", [problem(source, text, where, str(exc))]) from None
     for index, rule in enumerate(spec.rules):
         try:
             rules.append(compile_rule(rule, FIRST_FILE_POSITION + index))

@@ -78,13 +78,15 @@ def suggest(
     approval could answer it. ``is_folder`` says whether a path is a folder (then its "folder"
     suggestion is everything in it, not everything beside it); without it every path is taken
     for a file."""
-    if decision.effect is not Effect.ASK:
+    if decision.effect is not Effect.ASK or not _plain(request.subject):
         return ()
     file_rules = frozenset(rule.id for rule in policy.spec.rules)
     atoms = asking_atoms(policy, request, decision, file_rules)
     if not atoms:
         return ()
     commands = list(dict.fromkeys(a.command for a in atoms if a.command is not None))
+    if commands and not _readable(policy, request, commands):
+        return ()
     paths = list(dict.fromkeys((a.path, a.action) for a in atoms if a.path is not None))
     calls = [a for a in atoms if a.command is None and a.path is None]
     subjects, tools = [request.subject], [request.tool]
@@ -108,9 +110,14 @@ def suggest(
             if level > 1:
                 continue
             kind = kind if commands else ("file" if level == 0 else "folder")
-            for access in dict.fromkeys(access for _, access in paths):
-                mine = [path for path, each in paths if each == access]
-                patterns = _path_level(mine, level, is_folder)
+            levels = {
+                access: _path_level([p for p, each in paths if each == access], level, is_folder)
+                for access in dict.fromkeys(access for _, access in paths)
+            }
+            if any(patterns is None for patterns in levels.values()):
+                continue
+            for access, patterns in levels.items():
+                assert patterns is not None
                 specs.append(
                     ApprovalSpec(
                         id="-", subjects=subjects, tools=tools, actions=[access], paths=patterns
@@ -137,8 +144,39 @@ def _command_level(commands: list[str], level: int) -> list[str] | None:
     for command in commands:
         words = command.split(" ")
         keep = len(words) if level == 1 else _head(words)
+        if keep == 1 and _runs_code(words[0]):
+            return None  # `python3 *`, `bash *`: any program at all
         patterns.append(" ".join(_literal(w) for w in words[:keep]) + " *")
     return patterns
+
+
+_RUNS_CODE = frozenset(
+    {"sh", "bash", "dash", "zsh", "ksh", "ash", "fish", "node", "nodejs", "deno", "bun", "perl"}
+    | {"ruby", "php", "lua", "Rscript", "pwsh", "powershell", "osascript", "tclsh", "awk"}
+    | {"gawk", "env", "xargs", "npx", "bunx", "uvx", "pipx", "sudo", "doas", "timeout", "nice"}
+    | {"nohup", "exec", "eval", "source", ".", "find", "make", "ssh", "docker", "kubectl"}
+)
+
+
+def _runs_code(program: str) -> bool:
+    """Whether ``program`` runs whatever its arguments say (an interpreter, a wrapper)."""
+    name = program.rsplit("/", 1)[-1]
+    return name in _RUNS_CODE or name.startswith("python")
+
+
+def _readable(policy: Policy, request: Request, commands: list[str]) -> bool:
+    """Whether every command that asks can be told from others by its spelling: a word with
+    a space in it (``python3 -c 'a b'``) is spelled like two words, and a pattern made from the
+    spelling would also match what its words split differently say."""
+    line = policy.command_line(request.command or "")
+    asking = set(commands)
+    for command in line.commands:
+        if asking.isdisjoint(command.spellings()):
+            continue
+        texts = [*command.assignments, *(word.text for word in command.words)]
+        if any(any(ch.isspace() for ch in text) for text in texts):
+            return False
+    return True
 
 
 def _head(words: list[str]) -> int:
@@ -149,23 +187,37 @@ def _head(words: list[str]) -> int:
     return 1
 
 
-def _path_level(paths: list[str], level: int, is_folder: Callable[[str], bool] | None) -> list[str]:
+def _path_level(
+    paths: list[str], level: int, is_folder: Callable[[str], bool] | None
+) -> list[str] | None:
     """The path patterns of one level: 0 the paths themselves, 1 everything in their folders
-    (a folder's own contents; a file's siblings)."""
+    (a folder's own contents; a file's siblings); None when a folder would be the root."""
     if level == 0:
         return [_shown(escape(path)) for path in paths]
     folders = dict.fromkeys(
         path if is_folder is not None and is_folder(path) else posixpath.dirname(path)
         for path in paths
     )
+    if "/" in folders:
+        return None  # everything everywhere is no folder to suggest
     return [_shown(escape(folder)) + "/**" for folder in folders]
 
 
 def _shown(pattern: str) -> str:
-    """A pattern under the workspace as people write it (``src/x.py``), others absolute."""
-    if pattern.startswith(WORKSPACE + "/"):
+    """A pattern under the workspace as people write it (``src/x.py``), others absolute (and
+    one whose relative form would start with ``!``, which would make it an exclusion)."""
+    if pattern.startswith(WORKSPACE + "/") and pattern[len(WORKSPACE) + 1 :][:1] != "!":
         return pattern[len(WORKSPACE) + 1 :]
     return pattern
+
+
+def _plain(subject: str) -> bool:
+    """Whether ``subject`` can be named by an approval as itself: not ``*`` (which means every
+    subject), nor a name a rule could not hold."""
+    try:
+        return subject != "*" and bool(ApprovalSpec(id="-", subjects=[subject]).subjects)
+    except ValueError:
+        return False
 
 
 def _literal(text: str) -> str:
@@ -208,7 +260,9 @@ def _distinct(suggestions: Iterable[Suggestion]) -> list[Suggestion]:
 
 
 def _quoted(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)  # TOML basic strings share JSON's escapes
+    # TOML basic strings share JSON's escapes; a lone surrogate becomes an escape TOML refuses,
+    # so the file is never written with it (the approval is kept for the session instead)
+    return json.dumps(text)
 
 
 def _listed(values: list[str]) -> str:

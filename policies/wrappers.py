@@ -1,14 +1,16 @@
 """Programs that run another program, and where in their arguments that program is.
 
 ``sudo -u root rm -rf /`` runs ``rm``; ``find . -exec rm {} ;`` runs ``rm`` once per file;
-``bash -c 'rm -rf /'`` runs a whole shell line. Each wrapper here is described by its options
-(which take a value, so the value is not mistaken for the command) and by what follows them:
-the command's words, a shell line to parse, or a positional argument first (``timeout 5 cmd``).
+``bash -c 'rm -rf /'`` runs a whole shell line, and so does ``git -c 'alias.x=!rm -rf /' x``.
+Each wrapper here is described by its options (which take a value, so the value is not
+mistaken for the command) and by what follows them: the command's words, a shell line to
+parse, or a positional argument first (``timeout 5 cmd``).
 A payload only known at run time (``bash -c "$X"``, ``eval $X``) makes the command opaque.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -98,6 +100,8 @@ def unwrap(name: str, args: Sequence[Word]) -> Wrapped | None:
         return _su(args)  # `script -c STRING` runs STRING with a shell, like `su -c`
     if name == "parallel":
         return _parallel(args)
+    if name == "git":
+        return _git_alias(args)
     if name == "nice" and args and _is_number(args[0].text.lstrip("-")) and args[0].static:
         args = args[1:]  # `nice -10 cmd`
     options = _WRAPPERS.get(name)
@@ -325,6 +329,42 @@ def _parallel(args: Sequence[Word]) -> Wrapped | None:
     if end == i:
         return None  # commands read from standard input
     return _script(args[i:end], "parallel")
+
+
+def _git_alias(args: Sequence[Word]) -> Wrapped | None:
+    """``git -c alias.NAME=VALUE NAME args``: git runs VALUE instead of NAME, a shell line when
+    it starts with ``!``, else git with VALUE's words (``-c alias.p=push p`` is ``git push``)."""
+    from stockade.policies.command_forms import PROGRAMS  # (it imports nothing of this)
+
+    valued = PROGRAMS["git"].valued
+    aliases: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        text = args[i].text
+        if text in ("-c", "--config-env") and i + 1 < len(args):
+            key, _, body = args[i + 1].text.partition("=")
+            if key.lower().startswith("alias."):
+                if not args[i + 1].static or text == "--config-env":
+                    return Wrapped(opaque="a git alias known only at run time")
+                aliases[key[len("alias.") :].lower()] = body
+            i += 2
+        elif text.startswith("--config-env=") and "alias." in text.lower():
+            return Wrapped(opaque="a git alias known only at run time")
+        elif text in valued:
+            i += 2
+        elif text.startswith("-"):
+            i += 1
+        else:
+            break
+    if i >= len(args) or args[i].text.lower() not in aliases:
+        return None
+    rest = args[i + 1 :]
+    if not all(w.static for w in rest):
+        return Wrapped(opaque="a git alias given words known only at run time")
+    body = aliases[args[i].text.lower()]
+    tail = " ".join(shlex.quote(w.text) for w in rest)
+    line = body[1:] if body.startswith("!") else f"git {body}"
+    return Wrapped(scripts=(f"{line} {tail}".rstrip(),))
 
 
 def _is_number(text: str) -> bool:

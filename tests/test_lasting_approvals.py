@@ -16,9 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from stockade.engine import Approve, AuditLog, Engine, ToolCall, Toolkit, tool
-from stockade.policies import Decision, Effect, Policy, Request, lint_policy
+from stockade.engine import (
+    Approve,
+    AuditLog,
+    Engine,
+    ToolBase,
+    ToolCall,
+    ToolContext,
+    Toolkit,
+    tool,
+)
+from stockade.policies import Decision, Effect, Policy, PolicyError, Request, lint_policy
 from stockade.policies.suggestions import suggest
 
 POLICY = """\
@@ -207,3 +217,136 @@ def test_a_dangerous_command_gets_no_suggestion() -> None:
     decision = policy.decide(request)
     assert decision.effect is Effect.ASK
     assert suggest(policy, request, decision) == ()
+
+
+class _ConfirmArgs(BaseModel):
+    target: str
+
+
+class Confirm(ToolBase):
+    """A tool whose own check asks every time, under a rule name it chooses (None here)."""
+
+    name = "confirm"
+    args_model = _ConfirmArgs
+
+    def check_permissions(self, args: dict[str, Any], ctx: ToolContext) -> Decision:
+        return Decision(Effect.ASK, None, "the tool asks for itself")
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        return "done"
+
+
+def test_a_tools_own_question_is_asked_every_time(policy_file: Path) -> None:
+    """A session answer keeps what the policy asked (calling the tool), never the tool's own
+    check, even when that check gives no rule name, as the policy's default does."""
+    kit = Toolkit()
+    kit.add(Confirm())
+    asker = Asker(Approve("session"), True)
+    eng = Engine(kit, policy=Policy.load(policy_file), approver=asker)
+
+    async def twice() -> list[str]:
+        call = ToolCall(name="confirm", arguments={"target": "x"})
+        return [(await eng.call(call)).status, (await eng.call(call)).status]
+
+    assert asyncio.run(twice()) == ["ok", "ok"]
+    assert len(asker.questions) == 2  # the second was asked again
+    assert asker.questions[0].suggestions == ()  # and nothing was offered for longer
+
+
+@pytest.mark.parametrize(
+    ("command", "never"),
+    [
+        ("python3 -c 'print(1 + 1)'", None),  # a word with a space: spelled like two words
+        ("find . -name 'x -delete'", None),
+        ("python3 -c pass", "python3 *"),  # an interpreter: never any program at all
+        ("bash", "bash *"),
+    ],
+)
+def test_no_suggestion_says_more_than_the_command(command: str, never: str | None) -> None:
+    policy = Policy.from_dict({"default": "ask"})
+    request = Request("agent", "run_shell", "execute", command=command, isolated=True)
+    offered = suggest(policy, request, policy.decide(request))
+    patterns = [p for s in offered for a in s.approvals for p in a.commands]
+    if never is None:
+        assert offered == ()
+    else:
+        assert offered  # the exact command at least
+        assert never not in patterns
+
+
+@pytest.mark.parametrize(
+    ("request_", "offered"),
+    [
+        (Request("*", "deploy"), False),  # "*" would be every subject
+        (Request("a,b", "deploy"), False),  # a name no rule can hold
+        (Request("agent", "save", paths=[("/workspace/!x", "write")]), True),
+        (Request("agent", "save", paths=[("/top", "write")]), True),
+    ],
+)
+def test_odd_subjects_and_paths_never_break_a_question(request_: Request, offered: bool) -> None:
+    policy = Policy.from_dict({"default": "ask"})
+    found = suggest(policy, request_, policy.decide(request_))
+    assert bool(found) is offered
+    for suggestion in found:
+        for approval in suggestion.approvals:
+            assert "/**" not in approval.paths  # never everything
+            assert not any(p.startswith("!") for p in approval.paths)
+
+
+def test_an_approval_that_cannot_compile_stops_the_load_and_a_broad_one_is_linted(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "stockade.toml"
+    path.write_text(POLICY + '\n[[approvals]]\nid = "bad"\npaths = ["!x"]\n')
+    with pytest.raises(PolicyError) as caught:
+        Policy.load(path)
+    assert "approvals.0.paths" in str(caught.value)
+    path.write_text(POLICY + '\n[[approvals]]\nid = "all"\ncommands = ["*"]\n')
+    found = [f for f in lint_policy(path) if f.key == "approvals.0"]
+    assert [f.severity for f in found] == ["warning"]
+    assert found[0].line == 10  # its [[approvals]] line
+
+
+def test_two_writers_at_once_both_keep_theirs_and_a_planted_link_is_not_followed(
+    policy_file: Path, tmp_path: Path
+) -> None:
+    import os
+    import threading
+
+    from stockade.engine.pipeline._approval_file import append_approvals
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("untouched")
+    planted = policy_file.with_name(f".{policy_file.name}.{os.getpid()}.approval")
+    planted.symlink_to(outside)  # where an older writer would have written
+    policy = Policy.load(policy_file)
+    offers = []
+    for name in ("one", "two"):
+        request = Request("agent", name)
+        offers.append(suggest(policy, request, policy.decide(request))[0])
+    writers = [
+        threading.Thread(
+            target=append_approvals,
+            args=(policy_file, offer.named([f"approved-{i}"]), "test", f"writer {i}"),
+        )
+        for i, offer in enumerate(offers)
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    kept = Policy.load(policy_file)
+    assert sorted(a.id for a in kept.spec.approvals) == ["approved-0", "approved-1"]
+    assert outside.read_text() == "untouched"
+
+
+def test_an_approval_that_cannot_be_written_leaves_the_file_as_it_was(policy_file: Path) -> None:
+    from stockade.engine.pipeline._approval_file import append_approvals
+
+    policy = Policy.load(policy_file)
+    request = Request("agent", "deploy")
+    offer = suggest(policy, request, policy.decide(request))[0].named(["approved-1"])
+    for reason, comment in (("\udcff", "fine"), ("fine", "a \x07 bell"), ("fine", "\udcff")):
+        with pytest.raises(PolicyError):
+            append_approvals(policy_file, offer, reason, comment)
+        assert policy_file.read_text() == POLICY

@@ -162,3 +162,31 @@ def test_the_readme_walkthrough_policy_does_what_the_readme_says(tmp_path: Path)
     fixed = Policy.load(policy_file)
     assert fixed.decide(write("/workspace/db/migrations/001.sql")).rule == "no-migrations"
     assert policy.decide(run("git -C . push origin main")).rule == "ask-push"
+
+
+def test_the_strict_preset_still_runs_only_read_only_tools() -> None:
+    """The call gives way to its paths, so strict's reads are for read-only tools only: a
+    tool not marked read-only that only reads (an upload) is still denied."""
+    strict = Policy.preset("strict")
+    upload = Request("agent", "upload_file", paths=[("/workspace/src/a.py", "read")])
+    assert both(strict, upload).effect is Effect.DENY
+    assert both(strict, read("/workspace/src/a.py")).effect is Effect.ALLOW
+
+
+@pytest.mark.parametrize(
+    ("command", "rules", "effect"),
+    [
+        ("git -c alias.p=push p origin", [{"commands": ["git push *"], "effect": "ask"}], "ask"),
+        ("git -c 'alias.x=!git push' x", [{"commands": ["git push *"], "effect": "ask"}], "ask"),
+        ("git -c 'alias.x=!rm -rf /' x", [], "deny"),
+        ("npm --cafile /dev/null install evil", [{"commands": ["npm install *"]}], "deny"),
+        ("docker container run -it img", [{"commands": ["docker run *"]}], "deny"),
+        ("cargo +nightly r", [{"commands": ["cargo run *"]}], "deny"),
+    ],
+)
+def test_what_a_command_runs_does_not_slip_past_a_rule_by_its_spelling(
+    command: str, rules: list[dict[str, object]], effect: str
+) -> None:
+    listed = [{"id": f"r{i}", "effect": "deny", **rule} for i, rule in enumerate(rules)]
+    policy = Policy.from_dict({"default": "allow", "rules": listed})
+    assert both(policy, run(command)).effect is Effect(effect)

@@ -113,11 +113,11 @@ async def test_a_caller_that_never_yields_blames_none_of_its_short_calls(
     fault: each call was in its run step for microseconds."""
     caplog.set_level(logging.WARNING, logger="stockade.engine")
     results: list[ToolResult] = []
-    # a threshold no single short call's run step reaches even on a loaded machine (at 0.2 s a
-    # pause of the machine inside one call's run step was once blamed on it), and a loop held
-    # three times as long
-    async with engine(loop_stall_threshold=0.5) as runner:
-        ends = time.monotonic() + 1.5
+    # a threshold no single short call's run step reaches even on a loaded machine (at 0.2 s,
+    # and once at 0.5 s, a pause of the machine inside one call's run step was blamed on it),
+    # and a loop held three times as long
+    async with engine(loop_stall_threshold=1.0) as runner:
+        ends = time.monotonic() + 3.0
         while time.monotonic() < ends:  # never yields: each call completes without waiting
             results.append(await runner.call(ToolCall(name="quick")))
     assert results

@@ -11,6 +11,7 @@ session and says so.
 from __future__ import annotations
 
 import datetime
+import logging
 import threading
 from pathlib import Path
 from typing import Literal
@@ -18,10 +19,12 @@ from typing import Literal
 from stockade.engine.messages import ToolCall, printable
 from stockade.engine.pipeline._approval import Answer
 from stockade.engine.pipeline._approval_file import append_approvals
-from stockade.policies import Decision, Effect, Policy, PolicyError, Request, suggest
+from stockade.policies import Decision, Effect, Policy, Request, suggest
 from stockade.policies.approvals import Approvals, Scope
 from stockade.policies.suggestions import Suggestion
 from stockade.sandbox import SandboxError, VirtualFS
+
+log = logging.getLogger("stockade.engine")
 
 Kept = Literal["once", "session", "always"]
 
@@ -51,7 +54,11 @@ class Lasting:
         covered = self.approve(request, decision)
         if covered is not None:
             return covered
-        offered = suggest(self.policy, request, decision, is_folder=self._is_folder)
+        try:
+            offered = suggest(self.policy, request, decision, is_folder=self._is_folder)
+        except Exception:  # a suggestion that cannot be made: the question still stands
+            log.warning("no lasting approval can be suggested for %s", request, exc_info=True)
+            offered = ()
         return decision._replace(suggestions=offered)
 
     def _is_folder(self, path: str) -> bool:
@@ -93,7 +100,7 @@ class Lasting:
                 )
                 try:
                     append_approvals(self._file, named, reason, comment)
-                except (OSError, PolicyError) as exc:
+                except Exception as exc:  # whatever failed, the yes holds for the session
                     self._add(named, "session")
                     return "session", (
                         f"approved for this session only: the approval could not be written to "
