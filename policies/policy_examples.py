@@ -21,7 +21,6 @@ tool runs it (boxed), or an `ExampleCall`: a tool with the command or paths it w
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ from stockade.policies.policy_file import (
     PolicyError,
     PolicySpec,
     Problem,
+    read_toml,
 )
 from stockade.policies.request import Access, Request
 from stockade.policies.rules import Rule
@@ -320,21 +320,7 @@ def load_cases(path: str | Path) -> list[Case]:
     optional ``rule`` and ``name``). Raises `CasesError` naming the file, line and key."""
     path = Path(path)
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CasesError(f"cases file {path} does not exist") from None
-    except OSError as exc:
-        raise CasesError(f"cannot read cases file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise CasesError(f"cases file {path} is not UTF-8 text ({exc.reason})") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        found = re.search(r"at line (\d+)", str(exc))
-        line = int(found.group(1)) if found else None
-        problem = Problem(source, line, "(file)", f"not valid TOML: {exc}")
-        raise CasesError("invalid cases file", [problem]) from None
+    data, text = read_toml(path, "cases file", CasesError)
     lines = SourceMap(text)
     try:
         specs = _CasesFile.model_validate(data).case

@@ -448,22 +448,28 @@ def parse(data: Mapping[str, Any], *, source: str, text: str | None = None) -> P
 
 def read(path: Path) -> tuple[PolicySpec, str]:
     """Read and validate a policy file; returns the spec and the file's text."""
+    data, text = read_toml(path, "policy file", PolicyError)
+    return parse(data, source=str(path), text=text), text
+
+
+def read_toml(
+    path: Path, what: str, error: type[PolicyError] = PolicyError
+) -> tuple[dict[str, Any], str]:
+    """The data and text of the TOML file at ``path`` (``what`` it is, for the messages);
+    raises ``error`` saying why it cannot be read, with the line of a TOML mistake."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise PolicyError(f"policy file {path} does not exist") from None
+        raise error(f"{what} {path} does not exist") from None
     except OSError as exc:
-        raise PolicyError(f"cannot read policy file {path}: {exc.strerror}") from exc
+        raise error(f"cannot read {what} {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
-        raise PolicyError(f"policy file {path} is not UTF-8 text ({exc.reason})") from exc
+        raise error(f"{what} {path} is not UTF-8 text ({exc.reason})") from exc
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:
-        line = _toml_line(str(exc))
-        raise PolicyError(
-            "invalid policy", [Problem(str(path), line, "(file)", f"not valid TOML: {exc}")]
-        ) from exc
-    return parse(data, source=str(path), text=text), text
+        problem = Problem(str(path), _toml_line(str(exc)), "(file)", f"not valid TOML: {exc}")
+        raise error(f"invalid {what}", [problem]) from exc
 
 
 def _toml_line(message: str) -> int | None:
