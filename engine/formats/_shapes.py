@@ -1,6 +1,8 @@
 """Checks on the shape of a model's message, shared by the JSON formats (``openai``,
 ``anthropic``): a message is outside input, so every level is checked before it is used and a
-wrong one is a `FormatError` naming the place, never a ``TypeError`` from deep inside."""
+wrong one is a `FormatError` naming the place, never a ``TypeError`` from deep inside. The
+SDKs' own objects (pydantic models: ``ChatCompletionMessage``, ``ResponseFunctionToolCall``,
+an Anthropic ``Message``) are read as the JSON they stand for (`plain`), at every level."""
 
 from __future__ import annotations
 
@@ -30,8 +32,27 @@ def as_list(value: Any, where: str) -> Sequence[Any]:
     return value
 
 
+def plain(value: Any) -> Any:
+    """An SDK's own object (a pydantic model, as the OpenAI and Anthropic SDKs return) as the
+    JSON-shaped data it stands for; anything else as it is. Duck-typed: the SDKs are not
+    Stockade's dependencies, and their classes change between versions."""
+    if isinstance(value, Mapping | str | bytes | bytearray) or is_list(value):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if not callable(dump):
+        return value
+    try:
+        return dump(mode="json")
+    except Exception as exc:  # the object's own code: whatever it raises is a bad message
+        raise FormatError(
+            f"{type(value).__name__} could not be read as data ({type(exc).__name__}: {exc})"
+        ) from None
+
+
 def as_object(value: Any, where: str) -> Mapping[str, Any]:
-    """``value`` if it is an object; otherwise a `FormatError` saying what ``where`` holds."""
+    """``value`` (an SDK's object read as its data) if it is an object; otherwise a
+    `FormatError` saying what ``where`` holds."""
+    value = plain(value)
     if not isinstance(value, Mapping):
         raise FormatError(f"{where} is {kind(value)}, not an object")
     return value

@@ -7,7 +7,7 @@ from typing import Any
 
 from stockade.engine.content import ImageBlock, TextBlock
 from stockade.engine.errors import FormatError
-from stockade.engine.formats._shapes import as_list, as_object, is_list, optional_text
+from stockade.engine.formats._shapes import as_list, as_object, is_list, optional_text, plain
 from stockade.engine.messages import ToolCall, ToolResult
 
 
@@ -15,6 +15,7 @@ def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:
     """Tool calls from an Anthropic response or message (``content`` blocks) or a block list.
     Blocks other than ``tool_use`` (text, thinking) are skipped; anything malformed, at any
     level, is a `FormatError` saying what was found where."""
+    message = plain(message)  # an SDK's own object: the data it stands for
     if isinstance(message, Mapping):
         blocks = message.get("content", [])
         if isinstance(blocks, str):

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from stockade.engine.errors import FormatError
-from stockade.engine.formats._shapes import as_list, as_object, is_list, kind, optional_text
+from stockade.engine.formats._shapes import as_list, as_object, is_list, kind, optional_text, plain
 from stockade.engine.messages import ToolCall, ToolResult
 
 _NOT_CALLS = frozenset({"message", "reasoning", "text", "web_search_call", "file_search_call"})
@@ -21,6 +21,7 @@ def parse_tool_calls(message: Any, *, subject: str = "agent") -> list[ToolCall]:
     validates them, so malformed JSON becomes that call's error result instead of losing the
     whole message. Anything else, at any level, is a `FormatError` saying what was found where.
     """
+    message = plain(message)  # an SDK's own object: the data it stands for
     if isinstance(message, Mapping) and "choices" in message:
         choices = as_list(message["choices"], "choices")
         if not choices:
