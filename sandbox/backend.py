@@ -19,6 +19,9 @@ class Backend(Protocol):
 
     def close(self) -> None: ...
     def read_bytes(self, parts: list[str], limit: int, check: Check | None = None) -> bytes: ...
+    def read_range(
+        self, parts: list[str], offset: int, length: int, check: Check | None = None
+    ) -> bytes: ...
     def write_bytes(
         self,
         parts: list[str],

@@ -71,6 +71,22 @@ class MemoryBackend:
                 data: bytes = handle.read()
                 return data
 
+    def read_range(
+        self, parts: list[str], offset: int, length: int, check: Check | None = None
+    ) -> bytes:
+        """Up to ``length`` bytes of a file from byte ``offset`` (fewer at its end)."""
+        with self._lock:
+            if check is not None:
+                check(self.name(parts), "read")
+            if stat.S_ISDIR(self._stat(parts).st_mode):
+                raise IsADirectoryError_(
+                    f"{self.name(parts)} is a folder, not a file", self.name(parts)
+                )
+            with self._open(self._fake(parts), "rb") as handle:
+                # the file is in memory already: what is read up to the range costs no I/O
+                data: bytes = handle.read(offset + length)
+                return data[offset:]
+
     def _stat(self, parts: list[str]) -> FakeStatResult:
         try:
             return self._os.stat(self._fake(parts))

@@ -15,7 +15,6 @@ same key (a read that falls through to the host is judged by the host, where it 
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
 import threading
 import time
@@ -32,6 +31,9 @@ from stockade.sandbox.errors import (
 from stockade.sandbox.guard import Check
 from stockade.sandbox.host import HostBackend
 from stockade.sandbox.mounts import Change, ChangeKind, FileInfo
+
+# re-exported: callers that show an overlay's changes take the diff from here
+from stockade.sandbox.text import unified_diff as unified_diff
 
 Key = tuple[str, ...]
 _UNLIMITED = 1 << 62
@@ -99,25 +101,41 @@ class OverlayBackend:
     def read_bytes(self, parts: list[str], limit: int, check: Check | None = None) -> bytes:
         """The staged content, or the host's."""
         with self._lock:
-            key = self._key(parts)
-            if key in self._files:
-                if check is not None:
-                    check(self.name(key), "read")
-                data = self._files[key]
-                if len(data) > limit:
-                    raise QuotaError(
-                        f"{self.name(key)} is over the {limit}-byte limit", self.name(key)
-                    )
-                return data
-            kind = self._kind(key)
-            if kind == "dir":
-                raise IsADirectoryError_(
-                    f"{self.name(parts)} is a folder, not a file", self.name(parts)
+            data = self._staged_content(parts, check)
+            if data is None:  # the host names the path asked for, and judges the file it opens
+                return self.host.read_bytes(parts, limit, check)
+            if len(data) > limit:
+                raise QuotaError(
+                    f"{self.name(parts)} is over the {limit}-byte limit", self.name(parts)
                 )
-            if kind is None:
-                raise NotFoundError(f"{self.name(parts)} does not exist", self.name(parts))
-            # the host names the path asked for, and judges the file it opens
-            return self.host.read_bytes(parts, limit, check)
+            return data
+
+    def read_range(
+        self, parts: list[str], offset: int, length: int, check: Check | None = None
+    ) -> bytes:
+        """Up to ``length`` bytes from ``offset`` of the staged content, or of the host's."""
+        with self._lock:
+            data = self._staged_content(parts, check)
+            if data is None:
+                return self.host.read_range(parts, offset, length, check)
+            return data[offset : offset + length]
+
+    def _staged_content(self, parts: list[str], check: Check | None) -> bytes | None:
+        """The staged content of the file at ``parts`` (judged), or None when the file is the
+        host's; errors for a folder or nothing there. Called under the lock."""
+        key = self._key(parts)
+        if key in self._files:
+            if check is not None:
+                check(self.name(key), "read")
+            return self._files[key]
+        kind = self._kind(key)
+        if kind == "dir":
+            raise IsADirectoryError_(
+                f"{self.name(parts)} is a folder, not a file", self.name(parts)
+            )
+        if kind is None:
+            raise NotFoundError(f"{self.name(parts)} does not exist", self.name(parts))
+        return None
 
     def list_dir(self, parts: list[str], check: Check | None = None) -> list[str]:
         """Host names minus deletions plus staged names."""
@@ -485,24 +503,3 @@ class _Commit:
 def _temp_name(kind: str) -> str:
     # short and our own: a name already at the length limit must still get a temporary twin
     return f".stockade-{kind}-{os.urandom(8).hex()}"
-
-
-def unified_diff(path: str, old: bytes | None, new: bytes | None) -> str:
-    """A unified diff of a file's bytes (``None``: absent); binary files as their sizes."""
-    binary = any(b"\x00" in data for data in (old, new) if data is not None)
-    try:
-        before = [] if old is None else old.decode("utf-8").splitlines(keepends=True)
-        after = [] if new is None else new.decode("utf-8").splitlines(keepends=True)
-    except UnicodeDecodeError:
-        binary = True
-    if binary:
-        size_old = "absent" if old is None else f"{len(old)} bytes"
-        size_new = "absent" if new is None else f"{len(new)} bytes"
-        return f"binary file {path}: {size_old} -> {size_new}\n"
-    lines = difflib.unified_diff(
-        before,
-        after,
-        fromfile="/dev/null" if old is None else f"a{path}",
-        tofile="/dev/null" if new is None else f"b{path}",
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

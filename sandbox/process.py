@@ -48,12 +48,11 @@ import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from stockade.sandbox.bubblewrap import SANDBOX_PATH, Bubblewrap, box
 from stockade.sandbox.cgroups import PidsGroup
 from stockade.sandbox.egress import HOSTS, PROXY_ENV, RESOLV_CONF, Egress
-from stockade.sandbox.egress_proxy import Proxy
 from stockade.sandbox.errors import SandboxError
 from stockade.sandbox.init_report import InitReport
 from stockade.sandbox.limits import Isolation, Limits, ProcessResult
@@ -62,6 +61,9 @@ from stockade.sandbox.tree import RUN_TOKEN
 from stockade.sandbox.vfs import VirtualFS
 from stockade.sandbox.views import View
 from stockade.sandbox.watch import WatchedRun
+
+if TYPE_CHECKING:  # the proxy (and the DNS library under it) loads only for a filtered network
+    from stockade.sandbox.egress_proxy import Proxy
 
 log = logging.getLogger("stockade.sandbox")
 
@@ -275,6 +277,8 @@ def _filtered(egress: Egress, cleanup: contextlib.ExitStack) -> tuple[Proxy, Pat
     cleanup.callback(shutil.rmtree, folder, ignore_errors=True)
     (folder / "resolv.conf").write_text(RESOLV_CONF)
     (folder / "hosts").write_text(HOSTS)
+    from stockade.sandbox.egress_proxy import Proxy
+
     proxy = Proxy(egress)
     cleanup.callback(proxy.close)
     ports = ",".join(str(port) for port in egress.captured())

@@ -4,6 +4,7 @@
                     Mount("/userinput", "/home/me/inbox", read_only=True)])
     fs.write_text("notes/todo.md", "ship it")         # /workspace/notes/todo.md
     fs.read_text("/userinput/brief.txt")
+    fs.read_range("big.log", 0, 4096)                   # a part of a file of any size
     fs.canonical("src/../.env")                         # "/workspace/.env", links resolved
 
 Every path is logical: relative paths are taken from ``/workspace``; a path is matched to the
@@ -24,8 +25,8 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from pathlib import Path
 
 from stockade.errors import ConfigurationError
@@ -34,7 +35,6 @@ from stockade.sandbox.errors import (
     ExistsError,
     NotADirectoryError_,
     NotFoundError,
-    NotTextError,
     PathEscapeError,
     ReadOnlyError,
     SandboxError,
@@ -45,6 +45,7 @@ from stockade.sandbox.logical import names_the_path, normalize, split, within
 from stockade.sandbox.mounts import Change, FileInfo, Mount
 from stockade.sandbox.overlay import OverlayBackend
 from stockade.sandbox.shared import Shared
+from stockade.sandbox.text import decode_text
 
 MiB = 1 << 20
 
@@ -219,21 +220,23 @@ class VirtualFS:
         _, backend, parts, _ = self._locate(path)
         return backend.read_bytes(parts, self.max_file_bytes, self._check)
 
-    def read_text(self, path: str) -> str:
-        """A UTF-8 text file's content; NotTextError for binary or other encodings."""
-        data = self.read_bytes(path)
-        if b"\x00" in data[:8192]:
-            raise NotTextError(
-                f"{normalize(path)} looks binary (it contains NUL bytes); it is not text",
+    @names_the_path
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes of a file from byte ``offset`` (fewer at its end, none past
+        it), whatever the file's size: for reading a part of a file too big to read whole.
+        ``length`` is bounded by ``max_file_bytes``; reads count against no quota."""
+        if offset < 0 or not 0 <= length <= self.max_file_bytes:
+            raise SandboxError(
+                f"cannot read {length} bytes at offset {offset} of {normalize(path)}: the offset "
+                f"must be 0 or more and the length 0 to {self.max_file_bytes} (max_file_bytes)",
                 normalize(path),
             )
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise NotTextError(
-                f"{normalize(path)} is not UTF-8 text (byte {exc.start} cannot be decoded)",
-                normalize(path),
-            ) from None
+        _, backend, parts, _ = self._locate(path)
+        return backend.read_range(parts, offset, length, self._check)
+
+    def read_text(self, path: str) -> str:
+        """A UTF-8 text file's content; NotTextError for binary or other encodings."""
+        return decode_text(self.read_bytes(path), normalize(path))
 
     @names_the_path
     def list_dir(self, path: str = "/workspace") -> list[str]:
@@ -407,7 +410,7 @@ class VirtualFS:
         check = self._check
         first, second = sorted((src, dst))  # always the same order: two moves cannot deadlock
         locks = self._shared
-        with locks.locked(first), locks.locked(second) if second != first else _nothing():
+        with locks.locked(first), locks.locked(second) if second != first else nullcontext():
             if src_backend is dst_backend:
                 self._check_tree(src_backend, src_mount, src_parts, (dst_mount, dst_parts))
                 src_backend.rename(src_parts, dst_parts, overwrite=overwrite, check=check)
@@ -502,8 +505,3 @@ def _present(backend: Backend, parts: list[str]) -> bool:
 
 def _contains(folder: Path, path: Path) -> bool:
     return path == folder or folder in path.parents
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield

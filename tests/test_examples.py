@@ -201,6 +201,81 @@ CHECKS: dict[str, Callable[[str], None]] = {
 }
 
 
+def _check_adapter_ends(stdout: str) -> None:
+    """What the three adapter examples end with alike: the allowed write and the approved one
+    on the host, the key untouched, and each call's outcome in the audit log."""
+    found = blocks(stdout)
+    host = found["on the host:"]
+    assert '  notes.md: "# Notes\\n"\n' in host, host
+    assert '  .vscode/settings.json: "{}\\n"\n' in host, host
+    assert '  .env: "API_KEY=kept\\n"\n' in host, host  # refused: never written
+    outcomes = set(found["audit log outcomes:"].splitlines()[1:])
+    assert outcomes == {
+        "  call_1 ok",
+        "  call_2 denied",
+        "  call_3 ok (approved)",
+        "  call_4 denied (refused)",
+    }, outcomes
+
+
+def _check_framework_approval(stdout: str, stopped: str, shown: str, run: str) -> None:
+    """An adapter example whose framework stopped for the two asks (``stopped`` heads that
+    block), then showed the model each call's outcome (``shown`` heads that block); the
+    refusal names ``run``."""
+    found = blocks(stdout)
+    asked = found[stopped]
+    assert asked.count("rule dangerous-path: a protected path") == 2, asked
+    assert "the person says yes to call_3" in asked, asked
+    assert "the person says no to call_4" in asked, asked
+    seen = found[shown]
+    assert "call_1: " in seen, seen
+    assert "created /workspace/notes.md (8 bytes)" in seen, seen
+    assert "denied by rule sandbox: '/workspace/../etc/passwd'" in seen, seen
+    assert "outside every mount" in seen, seen
+    assert "created /workspace/.vscode/settings.json (3 bytes)" in seen, seen
+    refusal = next(line for line in seen.splitlines() if "call_4" in line)
+    assert "denied by rule dangerous-path: a protected path" in refusal, refusal
+    assert refusal.endswith(f"refused in {run}"), refusal
+    _check_adapter_ends(stdout)
+
+
+def check_adapter_openai_agents(stdout: str) -> None:
+    _check_framework_approval(
+        stdout, "run stopped for approval:", "the model was shown:", "the OpenAI Agents SDK run"
+    )
+    assert "run finished: Notes written; the key stays as it is.\n" in stdout
+
+
+def check_adapter_pydantic_ai(stdout: str) -> None:
+    _check_framework_approval(
+        stdout, "run ended with calls to approve:", "the model was shown:", "the pydantic-ai run"
+    )
+    seen = blocks(stdout)["the model was shown:"]
+    assert "  call_2: failed: denied by rule sandbox" in seen, seen  # a failed tool return
+    assert "  call_4: denied: denied by rule dangerous-path" in seen, seen  # pydantic-ai's denial
+    assert "run finished: Notes written; the key stays as it is.\n" in stdout
+
+
+def check_adapter_langchain(stdout: str) -> None:
+    loop = blocks(stdout)["agent loop:"]
+    assert "  call_1 success: created /workspace/notes.md (8 bytes)\n" in loop, loop
+    assert "  call_2 error: denied by rule sandbox: '/workspace/../etc/passwd'" in loop, loop
+    # the asks went to the engine's approver, in the order the calls came
+    assert loop.index("approver asked about call_3 (rule dangerous-path): yes") < loop.index(
+        "call_3 success: created /workspace/.vscode/settings.json"
+    ), loop
+    assert "approver asked about call_4 (rule dangerous-path): no" in loop, loop
+    assert "  call_4 error: denied by rule dangerous-path: a protected path" in loop, loop
+    assert "refused by the approver" in loop, loop
+    assert "agent said: Notes written; the key stays as it is.\n" in stdout
+    _check_adapter_ends(stdout)
+
+
+CHECKS["adapter_openai_agents"] = check_adapter_openai_agents
+CHECKS["adapter_pydantic_ai"] = check_adapter_pydantic_ai
+CHECKS["adapter_langchain"] = check_adapter_langchain
+
+
 # -- the tests ---------------------------------------------------------------------------------
 
 
@@ -248,3 +323,29 @@ def test_shell_sandbox_without_bubblewrap_still_runs_and_warns(tmp_path: Path) -
     assert "warning: bubblewrap is not available: the command ran WITHOUT isolation" in ran, ran
     assert "out.txt on the host: 'built'" in stdout
     assert "-> denied (rule dangerous-command:rm-recursive-force" in stdout
+
+
+def check_claude_code_hook(stdout: str) -> None:
+    calls = blocks(stdout)
+    decisions = {head: text.splitlines()[1].strip() for head, text in calls.items() if head}
+    read, env, key, climb, link, push, curl, mcp, garbage = list(decisions.values())[:9]
+    assert read.startswith("-> allow: Stockade: allowed by rule workspace-files"), read
+    assert env.startswith("-> ask: Stockade: approval needed by rule dangerous-path"), env
+    assert "(write <project>/.env)" in env
+    for outside in (key, climb):
+        assert outside.startswith("-> deny: Stockade: denied by rule sandbox: "), outside
+        assert "is outside the workspace (<project>)" in outside
+    assert "symbolic link that leads outside /workspace" in link, link
+    assert push.startswith("-> ask: Stockade: approval needed by rule commands-ask"), push
+    assert "WITHOUT Stockade's box" in push
+    assert curl.startswith("-> deny: Stockade: denied by rule dangerous-command:"), curl
+    assert mcp.startswith("-> allow: Stockade: allowed by the policy's default"), mcp
+    assert garbage.startswith("-> exit 2 (blocked): Stockade blocked this tool call: "), garbage
+    assert "not JSON" in garbage
+    log = calls["audit log:"]
+    assert "claude_code:Write: ask (rule dangerous-path)" in log
+    assert "claude_code:?: deny (rule hook-input)" in log
+    assert "audit log intact: 9 records in 1 file(s)" in log
+
+
+CHECKS["claude_code_hook"] = check_claude_code_hook

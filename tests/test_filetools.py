@@ -310,7 +310,12 @@ async def test_edit_file_replaces_exact_text(box: Sandbox) -> None:
     )
     assert result.status == "ok", result.text
     after = "def main():\n    return 2\n"
-    assert result.text == "replaced 1 occurrence in /workspace/app.py"
+    # the summary, then the unified diff of the change
+    assert result.text == (
+        "replaced 1 occurrence in /workspace/app.py\n\n"
+        "--- a/workspace/app.py\n+++ b/workspace/app.py\n@@ -1,2 +1,2 @@\n"
+        " def main():\n-    return 1\n+    return 2"
+    )
     assert result.metadata == {
         "path": "/workspace/app.py",
         "bytes": len(after),
@@ -337,7 +342,7 @@ async def test_edit_file_several_matches_need_replace_all(box: Sandbox) -> None:
         "edit_file", path="list.txt", old_text="a", new_text="z", replace_all=True
     )
     assert result.status == "ok", result.text
-    assert result.text == "replaced 3 occurrences in /workspace/list.txt"
+    assert result.text.split("\n")[0] == "replaced 3 occurrences in /workspace/list.txt"
     assert (box.ws / "list.txt").read_text() == "z\nb\nz\nc\nz\n"
     assert result.metadata["sha256_after"] == sha("z\nb\nz\nc\nz\n")
 
@@ -1082,6 +1087,9 @@ READ_TOOLS = [
     ("glob_files", {"pattern": "*.txt"}),
     ("grep", {"pattern": "A"}),
     ("file_info", {"path": "a.txt"}),
+    ("read_media_file", {"path": "a.txt"}),
+    ("read_multiple_files", {"paths": ["a.txt"]}),
+    ("directory_tree", {}),
 ]
 WRITE_TOOLS = [
     ("write_file", {"path": "a.txt", "content": "x"}),
@@ -1089,6 +1097,12 @@ WRITE_TOOLS = [
     ("insert_text", {"path": "a.txt", "line": 1, "text": "x"}),
     ("delete_file", {"path": "a.txt"}),
     ("move_file", {"source": "a.txt", "destination": "b.txt"}),
+    ("create_directory", {"path": "made"}),
+    # a dry run changes nothing, but it is an edit_file call: judged as the write it shows
+    (
+        "edit_file",
+        {"path": "a.txt", "edits": [{"old_text": "A", "new_text": "B"}], "dry_run": True},
+    ),
 ]
 
 
@@ -1103,7 +1117,9 @@ async def test_read_only_preset_runs_read_tools(
     assert "a.txt" in result.text or result.text == "A\n"
 
 
-@pytest.mark.parametrize(("tool", "arguments"), WRITE_TOOLS, ids=[t for t, _ in WRITE_TOOLS])
+@pytest.mark.parametrize(
+    ("tool", "arguments"), WRITE_TOOLS, ids=[f"{t}-{n}" for n, (t, _) in enumerate(WRITE_TOOLS)]
+)
 async def test_read_only_preset_denies_write_tools(
     make: Callable[..., Sandbox], tool: str, arguments: dict[str, Any]
 ) -> None:
@@ -1126,10 +1142,15 @@ EXPECTED_TOOLS = {
     "glob_files": (True, {"path": "read"}),
     "grep": (True, {"path": "read"}),
     "file_info": (True, {"path": "read"}),
+    "read_media_file": (True, {"path": "read"}),
+    "read_multiple_files": (True, {"paths": "read"}),  # every path of the list is judged
+    "create_directory": (False, {"path": "write"}),
+    "directory_tree": (True, {"path": "read"}),
+    "list_allowed_directories": (True, {}),
 }
 
 
-def test_add_file_tools_registers_the_ten_tools() -> None:
+def test_add_file_tools_registers_the_file_tools() -> None:
     toolkit = Toolkit()
     registered = add_file_tools(toolkit)
     assert [t.name for t in registered] == list(EXPECTED_TOOLS)
@@ -1153,7 +1174,7 @@ def test_schemas_never_expose_the_injected_fs(schema_format: str) -> None:
     toolkit = Toolkit()
     add_file_tools(toolkit)
     schemas = toolkit.schemas(schema_format)  # type: ignore[arg-type]
-    assert len(schemas) == 10
+    assert len(schemas) == len(EXPECTED_TOOLS)
     for schema in schemas:
         assert '"fs"' not in json.dumps(schema)
         assert "VirtualFS" not in json.dumps(schema)

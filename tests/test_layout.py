@@ -252,7 +252,8 @@ ENGINE_LAYERS: list[set[str]] = [
     {"engine.builtin", "engine.formats", "engine.observe", "engine.mcp.client"},
     {"engine.toolkit"},
     {"engine.pipeline"},
-    {"engine.mcp.server"},
+    {"engine.mcp.served"},  # a served call as plain JSON, for both MCP servers
+    {"engine.mcp.server", "engine.mcp.stdio", "engine.adapters"},
     {"engine.cli"},
 ]
 

@@ -18,7 +18,8 @@ from pydantic import TypeAdapter
 
 from stockade.engine import Engine, Toolkit
 from stockade.engine.builtin import add_file_tools
-from stockade.engine.mcp.server import CHOICE, McpService, approval_schema, to_mcp_result
+from stockade.engine.mcp.served import CHOICE, approval_schema
+from stockade.engine.mcp.server import McpService, to_mcp_result
 from stockade.engine.messages import ToolResult
 from stockade.policies import Decision, Effect, Policy
 from stockade.policies.policy_file import ApprovalSpec

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
-from stockade.engine.builtin.files import add_file_tools
+from stockade.engine.builtin.files import FILE_TOOLS, add_file_tools
 from stockade.engine.builtin.host_files import add_raw_text_tools
 from stockade.engine.observe import AuditLog, read_audit
 from stockade.policies import Effect, Policy, PolicyError
@@ -137,7 +137,7 @@ def test_add_file_tools_does_not_add_raw_tools() -> None:
     toolkit = Toolkit()
     add_file_tools(toolkit)
     names = {t.name for t in toolkit.tools(active_only=False)}
-    assert len(names) == 10
+    assert names == {f.__name__ for f in FILE_TOOLS}
     assert not names & set(RAW_TOOLS)
 
 

@@ -5,8 +5,11 @@ They exist for the rare program that must reach a file outside every mount; they
 registered by default. The policy governs them like every tool, and has a table for them: its
 ``[host_files] mode`` (``deny``, ``warn`` — the default — or ``allow``) applies to every call
 of a tool on host paths, on top of the rules, which still judge the paths (as host paths: the
-default preset refuses them unless a policy allows them). Every result is marked
-``metadata["dangerous_io"]``. Prefer the file tools.
+default preset refuses them unless a policy allows them). Every call is marked
+``dangerous_io``, however it ends: its result (``result.metadata["dangerous_io"]``, and
+``result.notes.dangerous_io``) and its audit records (intent and outcome), the refused ones too
+(denied by a rule or by the ``[host_files]`` mode, refused by an approver, or stopped at its
+arguments), so a search for the marker finds every attempt at host files. Prefer the file tools.
 """
 
 from __future__ import annotations

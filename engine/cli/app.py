@@ -19,6 +19,7 @@ from typer.exceptions import TyperException
 from stockade.engine.cli.audit import audit_app
 from stockade.engine.cli.common import fail
 from stockade.engine.cli.demo import demo
+from stockade.engine.cli.hook import hook_app
 from stockade.engine.cli.policy import policy_app
 from stockade.engine.cli.run import run
 from stockade.engine.cli.serve import serve
@@ -52,6 +53,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals can hold file contents and secrets
 )
 app.add_typer(audit_app)
+app.add_typer(hook_app)
 app.add_typer(policy_app)
 app.command()(demo)
 app.command()(run)

@@ -79,7 +79,6 @@ def serve(
 
 
 async def _serve(session: Session, http: int | None) -> None:
-    from stockade.engine.mcp.server import McpService  # the MCP SDK loads only when serving
 
     # SIGTERM (what a client sends after closing stdin) and Ctrl-C cancel the calls in flight,
     # whose process trees are killed and whose outcomes are recorded. If stdin is still open,
@@ -96,11 +95,14 @@ async def _serve(session: Session, http: int | None) -> None:
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, stop)
     async with session.engine as engine:
-        service = McpService(engine)
         if http is None:
-            await service.serve_stdio()
+            from stockade.engine.mcp.stdio import StdioService  # no MCP SDK: starts fast
+
+            await StdioService(engine).serve()
         else:
-            await service.serve_http(http)
+            from stockade.engine.mcp.server import McpService  # the SDK serves HTTP
+
+            await McpService(engine).serve_http(http)
 
 
 def _exit_now(session: Session) -> None:

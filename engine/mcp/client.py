@@ -3,6 +3,8 @@
     server = await toolkit.add_mcp_server("files", command=["python", "files_server.py"])
     server = await toolkit.add_mcp_server("search", url="http://127.0.0.1:9000/mcp",
                                           enable=["query"], presets={"query": {"limit": 10}})
+    server = await toolkit.add_mcp_server("docs", url="https://docs.example/sse", transport="sse",
+                                          headers={"Authorization": f"Bearer {token}"})
     ...
     await server.close()
 
@@ -15,6 +17,11 @@ changes things. A result with ``isError`` is an error result. A server that exit
 again on the next call (at most ``max_restarts`` times, then its tools are removed); one that
 does not answer within ``timeout_s`` gives a timeout error and is restarted, so nothing waits
 on it for ever.
+
+A ``url`` speaks streamable HTTP unless ``transport="sse"``. ``headers`` go with every HTTP
+request; their values show as ``***`` in errors and logs. ``postprocess`` is every tool's hook
+(as in ``Toolkit.add``). With ``raw_results``, ``result.tool_metadata["mcp_result"]`` is the
+server's `CallToolResult` itself (``result.metadata`` shows it as JSON data).
 """
 
 from __future__ import annotations
@@ -24,16 +31,22 @@ import contextlib
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
+import httpx2
 import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
-from stockade.engine.content import ImageBlock, TextBlock
+from stockade.engine.content import ImageBlock, TextBlock, ToolOutput
 from stockade.engine.errors import ToolDefinitionError, ToolTimeoutError
 from stockade.engine.injection import ToolContext
-from stockade.engine.tools import RegisteredTool, ToolBase
+from stockade.engine.tools import Postprocess, RegisteredTool, ToolBase, compile_tool_base
 from stockade.engine.tools.catalog import BASIC, ToolCatalog
 from stockade.errors import ConfigurationError, StockadeError
 
@@ -41,6 +54,8 @@ log = logging.getLogger("stockade.mcp")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_NAME = 64  # what the model APIs accept
+RAW_KEY = "mcp_result"  # where ``raw_results`` puts the server's `CallToolResult`
+Transport = Literal["stdio", "streamable-http", "sse"]
 
 
 class McpServerError(StockadeError):
@@ -61,6 +76,18 @@ def tool_name(server: str, tool: str) -> str:
     return name
 
 
+@dataclass(frozen=True, slots=True)
+class HttpTarget:
+    """A remote server: URL, transport, and headers (out of the repr: values are secrets)."""
+
+    url: str
+    transport: str = "streamable-http"  # or "sse"
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+Target = StdioServerParameters | HttpTarget
+
+
 class McpConnection:
     """A live session with one MCP server, owned by a task of its own (the SDK's client must
     be entered and left in one task), restarted when it dies or hangs.
@@ -70,14 +97,7 @@ class McpConnection:
     the next call starts a new one. Calls failing together on one generation retire it once,
     so a single hang never counts as several restarts."""
 
-    def __init__(
-        self,
-        name: str,
-        target: StdioServerParameters | str,
-        *,
-        timeout_s: float,
-        max_restarts: int,
-    ) -> None:
+    def __init__(self, name: str, target: Target, *, timeout_s: float, max_restarts: int) -> None:
         self.name = name
         self.target = target
         self.timeout_s = timeout_s
@@ -93,6 +113,50 @@ class McpConnection:
         self._retired = -1  # the last generation retired
         self._closing: asyncio.Task[None] | None = None
         self._why = ""
+        self._refused = ""  # the last HTTP error status the server answered with
+        values = target.headers.values() if isinstance(target, HttpTarget) else ()
+        # each value, and its last word alone (the token of "Bearer abc"); not the very short
+        words = {w for v in values for w in (v, *v.split()[-1:])}
+        self._secrets = sorted((w for w in words if len(w) >= 4), key=len, reverse=True)
+
+    def hidden(self, text: str) -> str:
+        """``text`` with every header value replaced by ``***``."""
+        while any(secret in text for secret in self._secrets):  # "***" may complete another
+            for secret in self._secrets:
+                text = text.replace(secret, "***")
+        return text
+
+    def _cause(self, exc: BaseException) -> str:
+        """What went wrong, without secrets, with the HTTP status a refusal had."""
+        said = _cause(exc)
+        if self._refused:
+            said = f"the server answered HTTP {self._refused} ({said.splitlines()[0]})"
+        return self.hidden(said)
+
+    async def _heard(self, response: httpx2.Response) -> None:
+        """Keep the status of a refused request (the SDK's errors may not say): a POST's, or the
+        SSE transport's GET (streamable HTTP's GET stream is optional: a refusal is normal)."""
+        sse = isinstance(self.target, HttpTarget) and self.target.transport == "sse"
+        if response.status_code >= 400 and (response.request.method == "POST" or sse):
+            self._refused = f"{response.status_code} {response.reason_phrase}".strip()
+
+    def _http_client(
+        self, headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None
+    ) -> httpx2.AsyncClient:
+        http = create_mcp_http_client(headers, timeout, auth)
+        http.event_hooks["response"].append(self._heard)
+        return http
+
+    def _server(self) -> StdioServerParameters | AbstractAsyncContextManager[Any]:
+        """What `Client` connects through, new for each start (a transport is entered once)."""
+        target = self.target
+        if isinstance(target, StdioServerParameters):
+            return target
+        if target.transport == "sse":
+            # a day between events (not 5 min): the call's timeout catches a hung server
+            factory = self._http_client
+            return sse_client(target.url, dict(target.headers), self.timeout_s, 86400.0, factory)
+        return _streamable(target.url, self._http_client(dict(target.headers)))
 
     async def start(self) -> list[types.Tool]:
         """Start the server and list its tools; raises `McpServerError` saying why not."""
@@ -100,42 +164,40 @@ class McpConnection:
         self._stop = asyncio.Event()
         self._owner = asyncio.create_task(self._own(ready, self._stop), name=f"mcp:{self.name}")
         self.generation += 1
+        self._refused = ""
         try:
             client = await asyncio.wait_for(asyncio.shield(ready), self.timeout_s)
             self._client = client
             listed = await asyncio.wait_for(_list_all(client), self.timeout_s)
-        except TimeoutError:
-            await self.close()
-            raise McpServerError(
-                f"MCP server {self.name!r} did not start and list its tools within "
-                f"{self.timeout_s:g} s; check its command works on its own"
-            ) from None
-        except McpServerError:
-            await self.close()
-            raise
         except Exception as exc:
             await self.close()
+            if isinstance(exc, McpServerError):
+                raise
+            if isinstance(exc, TimeoutError):
+                raise McpServerError(
+                    f"MCP server {self.name!r} did not start and list its tools within "
+                    f"{self.timeout_s:g} s; check its command (or URL) works on its own"
+                ) from None
             raise McpServerError(
-                f"MCP server {self.name!r} could not be started: {type(exc).__name__}: {exc}"
+                f"MCP server {self.name!r} could not be started: {self._cause(exc)}"
             ) from exc
         return listed
 
     async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
         try:
-            async with Client(self.target, read_timeout_seconds=None) as client:
+            async with Client(self._server(), read_timeout_seconds=None) as client:
                 ready.set_result(client)
                 await stop.wait()
         except BaseException as exc:
             if not ready.done():
-                ready.set_exception(
-                    McpServerError(
-                        f"MCP server {self.name!r} could not be started: "
-                        f"{_cause(exc)}; check the command or URL"
-                    )
+                what = (
+                    "URL, transport, headers" if isinstance(self.target, HttpTarget) else "command"
                 )
+                said = f"MCP server {self.name!r} could not be started: {self._cause(exc)}"
+                ready.set_exception(McpServerError(f"{said}; check its {what}"))
             if isinstance(exc, asyncio.CancelledError):
                 raise
-            log.warning("MCP server %r stopped: %s", self.name, _cause(exc))
+            log.warning("MCP server %r stopped: %s", self.name, self._cause(exc))
 
     @property
     def alive(self) -> bool:
@@ -146,6 +208,7 @@ class McpConnection:
         not answer in time ends the call with `ToolTimeoutError`; one that dies during the call
         ends it with `McpServerError` (the call is not repeated: it may have had effects)."""
         client, generation = await self._ready()
+        self._refused = ""
         try:
             return await asyncio.wait_for(client.call_tool(tool, dict(arguments)), self.timeout_s)
         except TimeoutError:
@@ -160,13 +223,12 @@ class McpConnection:
             closed = isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED
             if self.alive and not closed:  # the server answered with a protocol error
                 raise McpServerError(
-                    f"MCP server {self.name!r} failed on {tool!r}: {_cause(exc)}"
+                    f"MCP server {self.name!r} failed on {tool!r}: {self._cause(exc)}"
                 ) from exc
             self._retire(generation, "it had stopped")
             raise McpServerError(
-                f"MCP server {self.name!r} went away during {tool!r} ({_cause(exc)}); it is "
-                "started again on the next call (this one is not repeated: it may have had "
-                "effects)"
+                f"MCP server {self.name!r} went away during {tool!r} ({self._cause(exc)}); it is "
+                "started again for the next call (not this one: it may have had effects)"
             ) from exc
 
     def _retire(self, generation: int, why: str) -> None:
@@ -233,8 +295,11 @@ class McpConnection:
 class McpTool(ToolBase):
     """One tool of an MCP server, as a Stockade tool."""
 
-    def __init__(self, connection: McpConnection, remote: types.Tool, name: str) -> None:
+    def __init__(
+        self, connection: McpConnection, remote: types.Tool, name: str, *, raw: bool = False
+    ) -> None:
         self.connection = connection
+        self.raw = raw
         self.remote_name = remote.name
         self.name = name
         self.description = (remote.description or remote.title or remote.name).strip()
@@ -253,10 +318,11 @@ class McpTool(ToolBase):
         blocks = _blocks(result)
         if result.is_error:
             text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
-            raise McpToolError(text or f"{self.remote_name} failed (no message)")
+            raise McpToolError(self.connection.hidden(text or f"{self.remote_name} failed"))
+        content: Any = blocks
         if not blocks and result.structured_content is not None:
-            return result.structured_content
-        return blocks
+            content = result.structured_content
+        return ToolOutput(content, metadata={RAW_KEY: result}) if self.raw else content
 
 
 class McpServer:
@@ -265,11 +331,8 @@ class McpServer:
     def __init__(self, toolkit: ToolCatalog, connection: McpConnection, tools: list[str]) -> None:
         self.toolkit = toolkit
         self.connection = connection
+        self.name = connection.name
         self.tools = tools
-
-    @property
-    def name(self) -> str:
-        return self.connection.name
 
     async def close(self, *, remove_tools: bool = True) -> None:
         """Stop the server; its tools are unregistered unless told otherwise."""
@@ -298,6 +361,10 @@ async def add_mcp_server(
     group: str | None = None,
     timeout_s: float = 30.0,
     max_restarts: int = 3,
+    transport: Transport | None = None,
+    headers: Mapping[str, str] | None = None,
+    postprocess: Postprocess | None = None,
+    raw_results: bool = False,
 ) -> McpServer:
     """Start (or connect to) an MCP server and register its tools; see the module docstring.
     Raises `McpServerError` when it cannot be reached, and `ToolDefinitionError` for lists or
@@ -308,28 +375,48 @@ async def add_mcp_server(
         raise ConfigurationError(f"MCP server name {name!r}: use letters, digits, '_' and '-' only")
     if not timeout_s > 0:
         raise ConfigurationError(f"MCP server {name!r}: timeout_s must be positive")
-    target: StdioServerParameters | str
-    if command is not None:
-        if isinstance(command, str) or not command:
+    kind = transport or ("stdio" if url is None else "streamable-http")
+    if kind not in ("stdio", "streamable-http", "sse") or (kind == "stdio") != (url is None):
+        raise ConfigurationError(
+            f"MCP server {name!r}: transport {transport!r} does not fit; a command speaks "
+            "'stdio', a url 'streamable-http' (the default) or 'sse'"
+        )
+    for key, value in (headers or {}).items():  # checked here: httpx's errors may show it
+        if not isinstance(value, str) or not value.isprintable() or not value.isascii():
             raise ConfigurationError(
-                f"MCP server {name!r}: command is a list: ['program', 'arg', ...]"
+                f"MCP server {name!r}: the value of header {key!r} must be printable ASCII "
+                "text (it is not shown here: it may be a secret)"
             )
+    target: Target
+    if url is not None:
+        target = HttpTarget(url, kind, dict(headers or {}))
+    elif isinstance(command, str) or not command:
+        raise ConfigurationError(f"MCP server {name!r}: command is a list: ['program', 'arg', ...]")
+    elif headers is not None:
+        raise ConfigurationError(f"MCP server {name!r}: headers= are for a url=..., not a command")
+    else:
         target = StdioServerParameters(
             command=command[0], args=list(command[1:]), env=dict(env) if env else None, cwd=cwd
         )
-    else:
-        target = str(url)
     connection = McpConnection(name, target, timeout_s=timeout_s, max_restarts=max_restarts)
     remote = await connection.start()
     try:
         chosen = _choose(name, remote, enable, disable, presets or {})
-        registered = _register(toolkit, connection, chosen, presets or {}, group or BASIC)
+        hooks = (postprocess, raw_results)
+        registered = _register(toolkit, connection, chosen, presets or {}, group or BASIC, *hooks)
     except BaseException:
         await connection.close()
         raise
     server = McpServer(toolkit, connection, [t.name for t in registered])
     connection.on_gone = server.remove_tools
     return server
+
+
+@contextlib.asynccontextmanager
+async def _streamable(url: str, http: httpx2.AsyncClient) -> AsyncIterator[Any]:
+    """Streamable HTTP through ``http`` (whose headers it sends), closing it afterwards."""
+    async with http, streamable_http_client(url, http_client=http) as streams:
+        yield streams
 
 
 def _choose(
@@ -358,6 +445,8 @@ def _register(
     chosen: list[types.Tool],
     presets: Mapping[str, Mapping[str, Any]],
     group: str,
+    postprocess: Postprocess | None,
+    raw: bool,
 ) -> list[RegisteredTool]:
     """Register every chosen tool, or none: a clash with a tool already in the toolkit (or any
     other error) takes back the ones registered before it."""
@@ -370,11 +459,10 @@ def _register(
                 name = tool_name(connection.name, f"{remote.name}_{len(taken)}")
             taken.add(name)
             preset = presets.get(remote.name)
-            if preset:
-                _check_preset(connection.name, remote, preset)
             try:
-                tool = McpTool(connection, remote, name)
-                registered.append(toolkit.add(tool, group=group, presets=preset))
+                tool = McpTool(connection, remote, name, raw=raw)
+                compiled = compile_tool_base(tool, presets=preset, postprocess=postprocess)
+                registered.append(toolkit.add(compiled, group=group))
             except ToolDefinitionError as exc:
                 if preset:  # the user's preset, not the server, may be what is wrong
                     raise
@@ -387,17 +475,6 @@ def _register(
             toolkit.remove(done.name)
         raise
     return registered
-
-
-def _check_preset(server: str, remote: types.Tool, preset: Mapping[str, Any]) -> None:
-    properties = (remote.input_schema or {}).get("properties") or {}
-    unknown = sorted(set(preset) - set(properties))
-    if unknown:
-        raise ToolDefinitionError(
-            f"presets for MCP tool {remote.name!r} of {server!r} name argument(s) "
-            f"{', '.join(map(repr, unknown))} it does not have; it takes: "
-            f"{', '.join(map(repr, sorted(properties))) or 'nothing'}"
-        )
 
 
 async def _list_all(client: Client) -> list[types.Tool]:

@@ -33,12 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import json
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -52,9 +48,18 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS, is_version_at_least
 from starlette.requests import Request
 from starlette.types import Receive
 
-from stockade.engine.content import ImageBlock, TextBlock
 from stockade.engine.errors import CallError, PermissionDeniedError
 from stockade.engine.formats.mcp import hints
+from stockade.engine.mcp.served import (
+    APPROVAL_KEY,
+    answer_of,
+    approval_schema,
+    describe,
+    fingerprint,
+    offer_digest,
+    result_json,
+    tool_entry,
+)
 from stockade.engine.messages import ToolCall, ToolResult
 from stockade.engine.pipeline import Approve
 from stockade.engine.pipeline.engine import Engine
@@ -64,50 +69,6 @@ from stockade.policies.suggestions import Suggestion
 from stockade.version import __version__
 
 log = logging.getLogger("stockade.mcp")
-
-APPROVAL_KEY = "stockade_approval"  # the input request's key on 2026-07-28 connections
-CHOICE = "answer"  # the form's field for the choice; ``approve`` is the older yes/no field
-
-
-def approval_schema(
-    suggestions: Sequence[Suggestion], policy_file: Path | None, *, titled: bool = True
-) -> dict[str, Any]:
-    """The approval form: a choice of "no", "once", and per suggestion N "session:N" and
-    "always:N", each with a title for people; and the older yes/no field. ``titled`` spells the
-    choice as the 2025-11-25 revision does (``oneOf`` of ``const`` and ``title``); without it,
-    as 2025-06-18 clients read it (``enum`` with ``enumNames``)."""
-    kept = (
-        f"added to {policy_file.name}"
-        if policy_file is not None
-        else "no policy file: kept while the server runs"
-    )
-    options = [("no", "No: refuse this call"), ("once", "Yes, this call only")]
-    for number, offer in enumerate(suggestions, start=1):
-        options.append((f"session:{number}", f"Yes, for this session: {offer.summary}"))
-        options.append((f"always:{number}", f"Yes, always ({kept}): {offer.summary}"))
-    choice: dict[str, Any] = {
-        "type": "string",
-        "title": "Answer",
-        "description": "How far the yes reaches (a protected path or a dangerous command is "
-        "asked about every time: then only no or once is offered).",
-    }
-    if titled:
-        choice["oneOf"] = [{"const": value, "title": title} for value, title in options]
-    else:
-        choice["enum"] = [value for value, _ in options]
-        choice["enumNames"] = [title for _, title in options]
-    return {
-        "type": "object",
-        "properties": {
-            CHOICE: choice,
-            "approve": {
-                "type": "boolean",
-                "title": "Allow this call once",
-                "description": "Read only when no answer is chosen above (older clients).",
-                "default": False,
-            },
-        },
-    }
 
 
 def annotations_of(tool: RegisteredTool, *, network: bool) -> types.ToolAnnotations:
@@ -122,7 +83,7 @@ class _Asking:
 
     ctx: ServerRequestContext[Any]
     answer: types.ElicitResult | None
-    offer: str = ""  # what the answer's question offered (`_offer`), on 2026-07-28
+    offer: str = ""  # what the answer's question offered (`offer_digest`), on 2026-07-28
 
 
 class McpService:
@@ -176,12 +137,7 @@ class McpService:
         network = self.engine.policy.network_mode != "none"
         return types.ListToolsResult(
             tools=[
-                types.Tool(
-                    name=tool.name,
-                    description=tool.description,
-                    input_schema=tool.parameters,
-                    annotations=annotations_of(tool, network=network),
-                )
+                types.Tool.model_validate(tool_entry(tool, network=network))
                 for tool in self.engine.toolkit.tools()
             ]
         )
@@ -192,7 +148,7 @@ class McpService:
         call = ToolCall(name=params.name, arguments=params.arguments or {}, subject="mcp")
         answer = (params.input_responses or {}).get(APPROVAL_KEY)
         about, _, offer = (params.request_state or "").partition(".")
-        if about != _fingerprint(call):
+        if about != fingerprint(call):
             answer = None  # an answer about some other call: ask about this one
         if _modern(ctx) and answer is None and _can_elicit(ctx):
             question = await self._question(call)
@@ -201,7 +157,7 @@ class McpService:
                 schema = approval_schema(suggestions, self.engine.policy.file)
                 return types.InputRequiredResult(
                     input_requests={APPROVAL_KEY: _elicit_request(text, schema)},
-                    request_state=f"{_fingerprint(call)}.{_offer(suggestions)}",
+                    request_state=f"{fingerprint(call)}.{offer_digest(suggestions)}",
                 )
         revision = self.engine.toolkit.revision
         asking = _Asking(ctx, answer if isinstance(answer, types.ElicitResult) else None, offer)
@@ -226,14 +182,14 @@ class McpService:
         if decision.effect is not Effect.ASK:
             return None
         # the same suggestions the engine puts to the approver when the call comes back
-        return _describe(call, decision), decision.suggestions
+        return describe(call, decision), decision.suggestions
 
     async def _approve(self, asking: _Asking, call: ToolCall, decision: Decision) -> Approve | bool:
         """The approver of one served call: its client answers."""
         if asking.answer is not None:  # 2026-07-28: answered before the call came back
-            answer = _answer_of(asking.answer, decision.suggestions)
+            answer = answer_of(asking.answer.action, asking.answer.content, decision.suggestions)
             lasting = isinstance(answer, Approve) and answer.scope != "once"
-            if lasting and asking.offer != _offer(decision.suggestions):
+            if lasting and asking.offer != offer_digest(decision.suggestions):
                 raise PermissionDeniedError(
                     "not approved: the approvals offered changed since the question was "
                     "put (another answer came in between); call again to be asked anew"
@@ -251,7 +207,7 @@ class McpService:
         try:
             reply = await asyncio.wait_for(
                 asking.ctx.session.elicit_form(
-                    _describe(call, decision), schema, asking.ctx.request_id
+                    describe(call, decision), schema, asking.ctx.request_id
                 ),
                 self.elicit_timeout_s,
             )
@@ -263,7 +219,7 @@ class McpService:
             raise PermissionDeniedError(
                 f"not approved: asking the client failed ({type(exc).__name__}: {exc})"
             ) from None
-        return _answer_of(reply, decision.suggestions)
+        return answer_of(reply.action, reply.content, decision.suggestions)
 
 
 class DisconnectCancels:
@@ -306,48 +262,8 @@ async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> N
 
 
 def to_mcp_result(result: ToolResult) -> types.CallToolResult:
-    """An engine result as MCP's: content blocks, and ``isError`` for every status but ok. A
-    denial's text names the rule and the reason; the warnings of a call that ran with some (a
-    warn decision, an approval kept shorter than asked) follow its content, in a block of
-    their own."""
-    blocks: list[types.ContentBlock] = []
-    if result.status == "denied" and result.decision is not None:
-        rule = result.decision.rule or "default"
-        blocks.append(
-            types.TextContent(type="text", text=f"denied by rule {rule}: {result.decision.reason}")
-        )
-    elif result.error is not None:
-        blocks.append(types.TextContent(type="text", text=str(result.error)))
-    for block in result.content:
-        if isinstance(block, TextBlock):
-            blocks.append(types.TextContent(type="text", text=block.text))
-        elif isinstance(block, ImageBlock):
-            blocks.append(
-                types.ImageContent(type="image", data=block.data, mime_type=block.media_type)
-            )
-    if not blocks:
-        blocks.append(types.TextContent(type="text", text=result.text or result.status))
-    warned = _warnings(result)
-    if warned:
-        blocks.append(types.TextContent(type="text", text="\n".join(warned)))
-    return types.CallToolResult(content=blocks, is_error=result.status != "ok")
-
-
-def _warnings(result: ToolResult) -> list[str]:
-    """One line per warning of ``result``: its warn decision's (naming the rule), then the
-    engine's other notes (the decision's reason is among them: said once)."""
-    lines: list[str] = []
-    said: set[str] = set()
-    decision = result.decision
-    if decision is not None and decision.effect is Effect.WARN:
-        lines.append(f"warning (rule {decision.rule or 'default'}): {decision.reason}")
-        said.add(decision.reason)
-    noted = result.metadata.get("warnings")
-    for warning in noted if isinstance(noted, list) else ():
-        if isinstance(warning, str) and warning not in said:
-            lines.append(f"warning: {warning}")
-            said.add(warning)
-    return lines
+    """An engine result as the SDK's model (`result_json` says what it holds)."""
+    return types.CallToolResult.model_validate(result_json(result))
 
 
 def _modern(ctx: ServerRequestContext[Any]) -> bool:
@@ -363,59 +279,3 @@ def _elicit_request(question: str, schema: dict[str, Any]) -> types.ElicitReques
     return types.ElicitRequest(
         params=types.ElicitRequestFormParams(message=question, requested_schema=schema)
     )
-
-
-def _answer_of(reply: types.ElicitResult, suggestions: Sequence[Suggestion]) -> Approve | bool:
-    """What the person chose on the form: declined or "no" is no; the older yes/no field
-    counts only when no choice was made. A choice that was not offered refuses, saying so."""
-    if reply.action != "accept":
-        return False
-    content = reply.content or {}
-    choice = content.get(CHOICE)
-    if choice is None:
-        return Approve("once") if content.get("approve") is True else False
-    if choice == "no":
-        return False
-    if choice == "once":
-        return Approve("once")
-    scope, _, number = str(choice).partition(":")
-    index = int(number) - 1 if number.isdigit() else -1
-    if scope in ("session", "always") and 0 <= index < len(suggestions):
-        return Approve("session" if scope == "session" else "always", suggestions[index])
-    offered = "no, once" + (
-        f", session:N or always:N for N from 1 to {len(suggestions)}" if suggestions else ""
-    )
-    raise PermissionDeniedError(
-        f"not approved: the answer {str(choice)[:100]!r} is none of those offered ({offered})"
-    )
-
-
-def _offer(suggestions: Sequence[Suggestion]) -> str:
-    """A digest of what a question offered, to tell whether an answer still fits it."""
-    text = json.dumps(
-        [[s.summary, [spec.model_dump(mode="json") for spec in s.approvals]] for s in suggestions]
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _describe(call: ToolCall, decision: Decision) -> str:
-    arguments = (
-        call.arguments
-        if isinstance(call.arguments, str)
-        else json.dumps(call.arguments, ensure_ascii=False, default=str)
-    )
-    if len(arguments) > 500:
-        arguments = arguments[:500] + "..."
-    question = f"Allow {call.name} {arguments}?"
-    if decision.asks:
-        # one line per part that asked: a yes approves every one of them
-        parts = "\n".join(f"- {part.brief()}" for part in decision.asks)
-        return f"{question} The policy asks about {len(decision.asks)} things:\n{parts}"
-    return f"{question} The policy asks because: {decision.reason}"
-
-
-def _fingerprint(call: ToolCall) -> str:
-    """What an approval was asked about; the client echoes it back with its answer, which then
-    counts only for a call with the same name and arguments."""
-    text = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()

@@ -23,7 +23,8 @@ _MAX_ITEMS = 20
 
 class IntentRecord(TypedDict):
     """Who asks for which tool, on which canonical paths (and how), the command, and what the
-    policy decided, by which rule and why."""
+    policy decided, by which rule and why; ``dangerous_io`` when the paths are host paths,
+    reached outside the sandbox (whatever was decided: a refused attempt is marked too)."""
 
     kind: Literal["intent"]
     time: float
@@ -36,6 +37,7 @@ class IntentRecord(TypedDict):
     reason: NotRequired[str]
     paths: NotRequired[tuple[tuple[str, Access], ...]]
     command: NotRequired[str]
+    dangerous_io: NotRequired[bool]
 
 
 class OutcomeRecord(TypedDict):
@@ -90,6 +92,8 @@ def intent_record(call: ToolCall, request: Request, decision: Decision) -> Inten
         record["paths"] = request.paths  # (path, access) pairs: JSON arrays
     if request.command is not None:
         record["command"] = request.command
+    if request.host_paths:
+        record["dangerous_io"] = True
     return record
 
 

@@ -20,14 +20,23 @@ paths) with that one path and how it is used. Then:
   so any other path that needs approval is refused, saying so; a rule that asks about every
   path of a tool therefore leaves a walk with only what the call named. In shadow mode nothing
   is refused: the would-be refusal is noted as a warning.
+
+The call's admission is here too (`admit_call`), and what becomes of a call stopped before it
+runs: `verdict` (a deny decision) and `refused` (arguments that never reached a decision). A
+call of a tool on host paths (the raw text tools) is marked ``dangerous_io`` however it ends,
+refused or not, so that a search of results or audit records for the marker finds every attempt
+at host files.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from stockade.engine.errors import PermissionDeniedError
 from stockade.engine.injection import ContextLevel, ToolContext
-from stockade.engine.messages import ToolCall
+from stockade.engine.messages import CallNotes, ErrorInfo, ToolCall, ToolResult
+from stockade.engine.pipeline import _results as results
+from stockade.engine.pipeline._decide import warned
 from stockade.engine.pipeline._lasting import Lasting
 from stockade.engine.pipeline._state import Admitted
 from stockade.engine.pipeline._validate import ignored_warning
@@ -133,6 +142,32 @@ def admit_call(
         call_admitted.note().ignored_arguments = ignored
         call_admitted.warn(ignored_warning(ignored))
     return call_admitted
+
+
+def verdict(admitted: Admitted, started: float) -> ToolResult | None:
+    """Deny stops the call here (its result, which keeps the call's notes: a refused call on host
+    paths is still marked ``dangerous_io``); warn is noted and logged; allow passes."""
+    effect = admitted.decision.effect
+    if effect is Effect.ALLOW:
+        return None
+    if effect is Effect.DENY:
+        error = ErrorInfo(PermissionDeniedError.__name__, admitted.decision.reason)
+        return results.denied(admitted, started, error)
+    warned(admitted)
+    return None
+
+
+def refused(
+    call: ToolCall, tool: RegisteredTool | None, error: BaseException, started: float
+) -> ToolResult:
+    """The result of a call stopped before it was decided (arguments that fail validation, too
+    large, or unreadable): an error, marked ``dangerous_io`` when the tool works on host paths,
+    like every other call of it."""
+    result = results.failure(call, tool, error, started)
+    if tool is not None and tool.spec.path_space == "host":
+        result.notes = CallNotes(dangerous_io=True)
+        result.metadata = result.notes.as_metadata()
+    return result
 
 
 def guard_files(admitted: Admitted, lasting: Lasting) -> None:

@@ -16,18 +16,13 @@ import contextlib
 import random
 from collections.abc import AsyncGenerator, Awaitable, Coroutine, Iterable, Iterator, Sequence
 from pathlib import Path
-from time import perf_counter
+from time import perf_counter, time
 from typing import TYPE_CHECKING, Any
 
 from stockade.engine.content import Block
-from stockade.engine.errors import (
-    CallError,
-    EngineClosedError,
-    PermissionDeniedError,
-    UnknownToolError,
-)
+from stockade.engine.errors import CallError, EngineClosedError, UnknownToolError
 from stockade.engine.injection import SILENT_EMITTER, ContextLevel, ContextLike, Emitter
-from stockade.engine.messages import ErrorInfo, ToolCall, ToolChunk, ToolResult
+from stockade.engine.messages import ToolCall, ToolChunk, ToolResult
 from stockade.engine.observe.audit_log import AuditLog
 from stockade.engine.observe.observer import CallObserver, Observers
 from stockade.engine.observe.own_files import engine_policy
@@ -35,11 +30,12 @@ from stockade.engine.pipeline import _results as results
 from stockade.engine.pipeline._attempts import Attempts, Delivery
 from stockade.engine.pipeline._classify import Classifier
 from stockade.engine.pipeline._commands import Commands
-from stockade.engine.pipeline._decide import ask, decide, warned
+from stockade.engine.pipeline._decide import ask, decide
 from stockade.engine.pipeline._egress import HostApprovals
 from stockade.engine.pipeline._external import ExternalCalls
-from stockade.engine.pipeline._judge import admit_call
+from stockade.engine.pipeline._judge import admit_call, refused, verdict
 from stockade.engine.pipeline._lasting import Lasting
+from stockade.engine.pipeline._prompt_state import PendingCall, pending_calls, prompt_state
 from stockade.engine.pipeline._schedule import Admission, in_batches
 from stockade.engine.pipeline._state import Admitted, Approver, RunFailed, positive
 from stockade.engine.pipeline._validate import validate
@@ -134,7 +130,8 @@ class Engine:
             self._use(bubblewrap)
         self._probing: asyncio.Task[Bubblewrap] | None = None
         self._external = ExternalCalls()
-        self._submitted: set[asyncio.Task[ToolResult]] = set()
+        # submitted calls still running: their call id and since when (Unix time)
+        self._submitted: dict[asyncio.Task[ToolResult], tuple[str, float]] = {}
         self._closed = False
 
     # -- public entry points -----------------------------------------------------------------
@@ -166,7 +163,7 @@ class Engine:
                 admitted.approval_timeout = self.approval_timeout
                 if admitted.decision.effect is Effect.ASK:
                     await ask(admitted, self.policy, self._lasting)
-                result = self._verdict(admitted, started) or await self._execute(admitted, started)
+                result = verdict(admitted, started) or await self._execute(admitted, started)
         except asyncio.CancelledError:
             self._finish(call, results.cancelled(call, admitted, started))
             raise
@@ -206,11 +203,11 @@ class Engine:
         task = asyncio.get_running_loop().create_task(
             self.call(call, context=context), name=f"stockade:{call.name}:{call.id}"
         )
-        self._submitted.add(task)
+        self._submitted[task] = (call.id, time())
         started = perf_counter()
 
         def finished(done: asyncio.Task[ToolResult]) -> None:
-            self._submitted.discard(done)
+            self._submitted.pop(done, None)
             if done.cancelled() and self.calls.result(call.id) is None:
                 # cancelled before the call began: record it, or it would stay pending forever
                 self._finish(call, results.cancelled(call, None, started))
@@ -245,7 +242,7 @@ class Engine:
                 admitted.approval_timeout = self.approval_timeout
                 if admitted.decision.effect is Effect.ASK:
                     await ask(admitted, self.policy, self._lasting)
-                result = self._verdict(admitted, started)
+                result = verdict(admitted, started)
                 if result is None:
                     chunks = self._chunks(admitted, queue, delivery, started)
                     async with contextlib.aclosing(chunks) as run:
@@ -310,6 +307,17 @@ class Engine:
         """Ids of external calls waiting for `complete`."""
         return self._external.ids()
 
+    def pending_calls(self) -> list[PendingCall]:
+        """Every call without a final result yet, oldest first: external ones waiting for
+        `complete`, submitted ones running in the background, others in flight."""
+        submitted = dict(self._submitted.values())
+        return pending_calls(self.calls.pending, self._external.since(), submitted)
+
+    def prompt_state(self, *, now: float | None = None) -> str:
+        """The tool state for the agent's system prompt: active groups and their notes, and
+        `pending_calls` with since when each waits; "" when there is nothing to say."""
+        return prompt_state(self.toolkit, self.pending_calls(), now)
+
     @contextlib.contextmanager
     def run_span(self, name: str, **attributes: Any) -> Iterator[None]:
         """A parent span for the calls made inside it (a session, a replayed transcript):
@@ -352,7 +360,7 @@ class Engine:
                 tool, call, self._levels(context), emitter, self.max_argument_bytes
             )
         except CallError as exc:
-            return results.failure(call, tool, exc, started)
+            return refused(call, tool, exc, started)
         request, decision = self._judge(tool, call, kwargs, ctx)
         kept: Decision | Awaitable[Decision] = decision
         if self._observers is not None:
@@ -386,17 +394,6 @@ class Engine:
                 Effect.DENY, "sandbox", str(exc), "call", exc.path
             )
         return request, decide(self.policy, tool, request, kwargs, ctx)
-
-    def _verdict(self, admitted: Admitted, started: float) -> ToolResult | None:
-        """Deny stops the call here (its result); warn is noted and logged; allow passes."""
-        effect = admitted.decision.effect
-        if effect is Effect.ALLOW:
-            return None
-        if effect is Effect.DENY:
-            error = ErrorInfo(PermissionDeniedError.__name__, admitted.decision.reason)
-            return results.denied(admitted, started, error)
-        warned(admitted)
-        return None
 
     def _levels(self, context: ContextLike) -> tuple[ContextLevel, ...]:
         """The context chain, nearest first: the engine's own objects, then call > engine

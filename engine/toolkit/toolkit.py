@@ -97,16 +97,33 @@ class Toolkit:
         description: str | None = None,
         on_conflict: Conflict | None = None,
         postprocess: Postprocess | None = None,
+        json_schema: Mapping[str, Any] | None = None,
+        include_long_description: bool | None = None,
+        include_var_positional: bool | None = None,
+        include_var_keyword: bool | None = None,
     ) -> RegisteredTool:
         """Register a function, method, partial, callable object or `ToolBase` instance.
 
         ``presets`` are hidden arguments: left out of the schema, always passed to the tool, and
         a model's value for them is ignored (the result says so). ``postprocess(call, result)``
-        may return a replacement result. Returns the registered tool, whose ``name`` is final
-        (it differs from the requested one only under ``on_conflict="rename"``).
+        may return a replacement result. ``json_schema`` (the parameters schema, or the OpenAI
+        tool shape, which also names and describes the tool) is what the model sees and calls
+        are validated against, in place of the function's signature. A description from the
+        docstring has its long part unless ``include_long_description=False``; ``*args`` and
+        ``**kwargs`` are shown (and passed on) only with ``include_var_positional`` and
+        ``include_var_keyword``. Returns the registered tool, whose ``name`` is final (it
+        differs from the requested one only under ``on_conflict="rename"``).
         """
         compiled = compile_any(
-            fn_or_tool, name=name, description=description, presets=presets, postprocess=postprocess
+            fn_or_tool,
+            name=name,
+            description=description,
+            presets=presets,
+            postprocess=postprocess,
+            json_schema=json_schema,
+            include_long_description=include_long_description,
+            include_var_positional=include_var_positional,
+            include_var_keyword=include_var_keyword,
         )
         return self._insert([compiled], group, on_conflict)[0]
 
@@ -401,11 +418,13 @@ class Toolkit:
         url: str | None = None,
         **options: Any,
     ) -> McpServer:
-        """Start an MCP server (``command=[...]``, over stdio) or connect to one (``url=``)
-        and register its tools as ``mcp__{name}__{tool}``. Options: ``env``, ``cwd``,
-        ``enable``/``disable`` (tool names), ``presets`` (per tool), ``group``, ``timeout_s``,
-        ``max_restarts``; see `stockade.engine.mcp.client`. Returns the `McpServer`, whose ``close``
-        stops it and removes its tools."""
+        """Start an MCP server (``command=[...]``, over stdio) or connect to one (``url=``, over
+        streamable HTTP, or ``transport="sse"``) and register its tools as
+        ``mcp__{name}__{tool}``. Options: ``env``, ``cwd``, ``headers`` (for a url),
+        ``enable``/``disable`` (tool names), ``presets`` (per tool), ``group``, ``postprocess``
+        (every tool's hook), ``raw_results``, ``timeout_s``, ``max_restarts``; see
+        `stockade.engine.mcp.client`. Returns the `McpServer`, whose ``close`` stops it and
+        removes its tools."""
         from stockade.engine.mcp.client import add_mcp_server  # the MCP SDK loads only when used
 
         return await add_mcp_server(self, name, command=command, url=url, **options)

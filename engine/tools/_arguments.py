@@ -42,34 +42,50 @@ class ModelSchema:
 class JsonSchemaArgs:
     """Arguments described by a hand-written JSON Schema, validated with jsonschema."""
 
-    __slots__ = ("_validator", "description", "json_schema")
+    __slots__ = ("_unchecked", "_validator", "description", "json_schema")
 
     def __init__(
-        self, schema: Mapping[str, Any], description: str, tool_name: str, hidden: frozenset[str]
+        self,
+        schema: Mapping[str, Any],
+        description: str,
+        tool_name: str,
+        hidden: frozenset[str],
+        *,
+        label: str = "input_schema",
+        check_hidden: bool = True,
     ) -> None:
+        """``hidden`` names (presets) are left out of the schema the model sees; with
+        ``check_hidden`` their values are validated against the full schema too (a `ToolBase`'s
+        presets are its own arguments), else only what the model gave is (a function
+        registered with a schema takes presets the schema may not describe)."""
         import jsonschema  # 50 ms to import; only tools with hand-written schemas need it
 
         # any Mapping is accepted (a MappingProxyType class attribute, say); jsonschema checks
         # for dicts, so the schema is copied into plain ones first
-        schema = _plain(schema)
+        schema = plain(schema)
         try:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise ToolDefinitionError(
-                f"tool {tool_name!r}: input_schema is not a valid JSON Schema: {exc.message}"
+                f"tool {tool_name!r}: {label} is not a valid JSON Schema: {exc.message}"
             ) from None
         if schema.get("type", "object") != "object":
             raise ToolDefinitionError(
-                f"tool {tool_name!r}: input_schema must describe an object (type 'object'), "
+                f"tool {tool_name!r}: {label} must describe an object (type 'object'), "
                 f"not {schema.get('type')!r}"
             )
         full = strip_titles({"type": "object", "properties": {}, **schema})
-        self._validator = jsonschema.Draft202012Validator(full)
         self.json_schema = _drop_properties(full, hidden)
+        checked = full if check_hidden else self.json_schema
+        self._validator = jsonschema.Draft202012Validator(checked)
+        self._unchecked = frozenset() if check_hidden else hidden
         self.description = description
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        problems = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
+        shown = arguments
+        if self._unchecked:
+            shown = {k: v for k, v in arguments.items() if k not in self._unchecked}
+        problems = sorted(self._validator.iter_errors(shown), key=lambda e: list(e.path))
         if problems:
             raise ArgumentError(
                 "; ".join(
@@ -79,12 +95,12 @@ class JsonSchemaArgs:
         return dict(arguments)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """``value`` with every mapping a dict and every list a list, copied."""
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
@@ -100,4 +116,4 @@ def _drop_properties(schema: dict[str, Any], hidden: frozenset[str]) -> dict[str
     return schema
 
 
-__all__ = ["JsonSchemaArgs", "ModelSchema"]
+__all__ = ["JsonSchemaArgs", "ModelSchema", "plain"]

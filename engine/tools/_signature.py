@@ -17,7 +17,6 @@ import functools
 import inspect
 import ipaddress
 import pathlib
-import re
 import reprlib
 import types
 import typing
@@ -26,7 +25,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 from pydantic.fields import FieldInfo
@@ -34,6 +32,7 @@ from pydantic.fields import FieldInfo
 from stockade.engine.errors import ToolDefinitionError
 from stockade.engine.injection import Emitter, ToolContext, _FromContextMarker
 from stockade.engine.messages import ToolCall, escaped
+from stockade.engine.tools._docstrings import parse_docstring
 from stockade.sandbox.egress import Egress
 
 REQUIRED: Any = inspect.Parameter.empty
@@ -87,6 +86,9 @@ class SignatureInfo:
     injections: tuple[Injection, ...]
     hidden: frozenset[str]  # presets and functools.partial-bound names
     accepts_any_keyword: bool
+    var_positional: str | None = None  # the *args parameter, when shown (a list among visible)
+    var_keyword: str | None = None  # the **kwargs parameter, when shown (further properties)
+    var_keyword_type: Any = Any  # what each of those holds
 
 
 def _unwrap_annotated(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
@@ -173,9 +175,16 @@ def _callable_target(fn: Callable[..., Any]) -> tuple[Callable[..., Any], frozen
 
 
 def analyse_signature(
-    fn: Callable[..., Any], *, tool_name: str, presets: Mapping[str, Any]
+    fn: Callable[..., Any],
+    *,
+    tool_name: str,
+    presets: Mapping[str, Any],
+    var_positional: bool = False,
+    var_keyword: bool = False,
 ) -> SignatureInfo:
-    """Classify ``fn``'s parameters into model-visible, injected and hidden ones.
+    """Classify ``fn``'s parameters into model-visible, injected and hidden ones; with
+    ``var_positional`` a ``*args`` is shown as a list, with ``var_keyword`` a ``**kwargs`` as
+    further properties (else both are left out).
 
     Raises `ToolDefinitionError` naming the tool and parameter for anything that could only
     fail later: presets naming no parameter, positional-only parameters, types no schema can
@@ -207,8 +216,23 @@ def analyse_signature(
 
     visible: list[VisibleParam] = []
     injections: list[Injection] = []
+    shown_var: dict[str, str] = {}
     for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            wanted = var_positional if param.kind is param.VAR_POSITIONAL else var_keyword
+            annotation = hints.get(param.name, Any)
+            if wanted and not describable(annotation):
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: parameter {param.name!r} holds {annotation!r}, which no "
+                    "JSON Schema can describe; use JSON-compatible types, or leave it out of the "
+                    "schema"
+                )
+            if wanted and param.kind is param.VAR_POSITIONAL:
+                shown_var["positional"] = param.name
+                items = list.__class_getitem__(annotation)  # list[annotation], built at run time
+                visible.append(VisibleParam(param.name, items, Field(default_factory=list)))
+            elif wanted:
+                shown_var["keyword"] = param.name
             continue
         if param.name in presets or param.name in partial_bound:
             continue
@@ -239,36 +263,14 @@ def analyse_signature(
         injections=tuple(injections),
         hidden=frozenset(presets) | partial_bound,
         accepts_any_keyword=accepts_any,
+        var_positional=shown_var.get("positional"),
+        var_keyword=shown_var.get("keyword"),
+        var_keyword_type=hints.get(shown_var.get("keyword", ""), Any),
     )
 
 
 def _is_callable_instance(obj: object) -> bool:
     return not inspect.isroutine(obj) and not inspect.isclass(obj) and callable(obj)
-
-
-# -- docstrings --------------------------------------------------------------------------------
-
-_NUMPY_SECTION = re.compile(r"^\s*(Parameters|Returns|Raises)\s*\n\s*-{3,}", re.MULTILINE)
-
-
-def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Description and per-parameter text from a Google, NumPy or reST docstring."""
-    if not doc or not doc.strip():
-        return "", {}
-    # Naming the style when it is evident is 3x faster than the library's auto-detection,
-    # which parses the text once per style; auto-detection remains the fallback.
-    if ":param" in doc:
-        style = docstring_parser.DocstringStyle.REST
-    elif _NUMPY_SECTION.search(doc):
-        style = docstring_parser.DocstringStyle.NUMPYDOC
-    elif re.search(r"^\s*(Args|Arguments|Parameters|Returns|Raises):\s*$", doc, re.MULTILINE):
-        style = docstring_parser.DocstringStyle.GOOGLE
-    else:
-        style = docstring_parser.DocstringStyle.AUTO
-    parsed = docstring_parser.parse(doc, style)
-    parts = [p for p in (parsed.short_description, parsed.long_description) if p]
-    params = {p.arg_name: p.description or "" for p in parsed.params}
-    return "\n\n".join(parts), params
 
 
 # -- JSON Schema -------------------------------------------------------------------------------
@@ -346,8 +348,10 @@ class ArgumentSchema:
     __slots__ = (
         "_description",
         "_doc",
+        "_extras",
         "_info",
         "_json_schema",
+        "_long",
         "_model",
         "_name",
         "_renames",
@@ -355,12 +359,20 @@ class ArgumentSchema:
     )
 
     def __init__(
-        self, *, tool_name: str, info: SignatureInfo, doc: str | None, description: str | None
+        self,
+        *,
+        tool_name: str,
+        info: SignatureInfo,
+        doc: str | None,
+        description: str | None,
+        long_description: bool = True,
     ) -> None:
         self._name = tool_name
         self._info = info
         self._doc = doc
         self._description = description
+        self._long = long_description
+        self._extras: TypeAdapter[Any] | None = None  # validates a shown **kwargs's values
         self._model: type[BaseModel] | None = None
         self._renames: tuple[tuple[str, str], ...] = ()
         self._json_schema: dict[str, Any] | None = None
@@ -370,7 +382,7 @@ class ArgumentSchema:
     def description(self) -> str:
         """The tool's description: the explicit one, else the docstring's summary and body."""
         if self._description is None:
-            self._description, _ = parse_docstring(self._doc)
+            self._description, _ = parse_docstring(self._doc, long=self._long)
         return self._description
 
     @property
@@ -386,6 +398,11 @@ class ArgumentSchema:
         if self._json_schema is None:
             schema = self.model.model_json_schema(by_alias=True)
             schema.setdefault("properties", {})
+            if isinstance(self._extras, TypeAdapter):
+                typed = self._extras.json_schema()  # {"type": "object", "additionalProperties"..}
+                schema["additionalProperties"] = typed.get("additionalProperties", True)
+                if typed.get("$defs"):
+                    schema.setdefault("$defs", {}).update(typed["$defs"])
             self._json_schema = strip_titles(schema)
         return self._json_schema
 
@@ -398,10 +415,15 @@ class ArgumentSchema:
         values: dict[str, Any] = instance.__dict__  # the instance is discarded: no copy
         for internal, public in self._renames:
             values[public] = values.pop(internal)
+        extras = instance.__pydantic_extra__
+        if extras:  # only with a shown **kwargs: the model forbids them otherwise
+            if isinstance(self._extras, TypeAdapter):
+                extras = self._extras.validate_python(extras)
+            values.update(extras)
         return values
 
     def _build(self) -> None:
-        summary, param_docs = parse_docstring(self._doc)
+        summary, param_docs = parse_docstring(self._doc, long=self._long)
         if self._description is None:
             self._description = summary
         fields: dict[str, Any] = {}
@@ -418,10 +440,16 @@ class ArgumentSchema:
                 taken.add(name)
                 renames.append((name, alias))
             fields[name] = _field_for(param, param_docs.get(param.name), alias)
+        extra: Literal["allow", "forbid"] = "forbid"
+        if self._info.var_keyword is not None:
+            extra = "allow"
+            if self._info.var_keyword_type is not Any:
+                values: Any = dict.__class_getitem__((str, self._info.var_keyword_type))
+                self._extras = TypeAdapter(values)
         try:
             self._model = create_model(
                 f"{self._name}_arguments",
-                __config__=ConfigDict(extra="forbid", populate_by_name=False),
+                __config__=ConfigDict(extra=extra, populate_by_name=False),
                 **fields,
             )
         except Exception as exc:  # pydantic raises several kinds; all mean the same here

@@ -22,7 +22,8 @@ from pydantic import BaseModel, ValidationError
 from stockade.engine.errors import ArgumentError, ToolDefinitionError
 from stockade.engine.injection import ToolContext
 from stockade.engine.messages import ToolResult
-from stockade.engine.tools._arguments import JsonSchemaArgs, ModelSchema
+from stockade.engine.tools._arguments import JsonSchemaArgs, ModelSchema, plain
+from stockade.engine.tools._docstrings import parse_docstring
 from stockade.engine.tools._signature import (
     REQUIRED,
     ArgumentSchema,
@@ -32,6 +33,12 @@ from stockade.engine.tools._signature import (
 )
 from stockade.engine.tools.attributes import SPEC_ATTRIBUTE, ToolSpec
 from stockade.engine.tools.base import ToolBase
+from stockade.engine.tools.shape import (
+    DEFAULT_SHAPE,
+    SchemaShape,
+    check_against_signature,
+    given_schema,
+)
 from stockade.policies import Decision
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -67,6 +74,9 @@ class RegisteredTool:
     permission_check: Callable[[dict[str, Any], ToolContext], Decision | None] | None
     postprocess: Postprocess | None
     source: object
+    shape: SchemaShape = DEFAULT_SHAPE
+    """How its schema was made (a given JSON Schema, the docstring's long description,
+    ``*args``/``**kwargs``): kept so that a tool recompiled with new presets keeps it."""
 
     @property
     def description(self) -> str:
@@ -161,42 +171,105 @@ def compile_function(
     description: str | None = None,
     presets: Mapping[str, Any] | None = None,
     postprocess: Postprocess | None = None,
+    json_schema: Mapping[str, Any] | None = None,
+    include_long_description: bool = True,
+    include_var_positional: bool = False,
+    include_var_keyword: bool = False,
 ) -> RegisteredTool:
-    """Compile a plain function, bound method, functools.partial or callable object."""
+    """Compile a plain function, bound method, functools.partial or callable object.
+
+    ``json_schema`` (the parameters schema, or the OpenAI tool shape, whose name and description
+    are then the tool's unless ``name`` or ``description`` say otherwise) replaces the schema
+    read from the signature; the other three shape that one (see `SchemaShape`)."""
     if not callable(fn):
         raise ToolDefinitionError(f"cannot register {fn!r} as a tool: it is not callable")
     spec = _spec_of(fn)
-    tool_name = check_name(name or spec.name or _default_name(fn))
+    given = None
+    if json_schema is not None:
+        given = given_schema(json_schema, name or spec.name or _default_name(fn))
+        description = description if description is not None else given.description
+    shape = SchemaShape(
+        None if json_schema is None else MappingProxyType(plain(json_schema)),
+        include_long_description,
+        include_var_positional,
+        include_var_keyword,
+    )
+    tool_name = check_name(name or (given and given.name) or spec.name or _default_name(fn))
     presets = dict(presets or {})
-    info = analyse_signature(fn, tool_name=tool_name, presets=presets)
-    _check_paths(tool_name, spec, {p.name for p in info.visible} | info.hidden)
+    info = analyse_signature(
+        fn,
+        tool_name=tool_name,
+        presets=presets,
+        var_positional=include_var_positional and given is None,
+        var_keyword=include_var_keyword and given is None,
+    )
+    names = {p.name for p in info.visible} | info.hidden
     doc_source = _unwrap_partial(fn)
     if _is_callable_object(doc_source):
         doc_source = type(doc_source).__call__
-    schema = ArgumentSchema(
-        tool_name=tool_name,
-        info=info,
-        doc=inspect.getdoc(doc_source),
-        description=description if description is not None else spec.description,
-    )
+    doc = inspect.getdoc(doc_source)
+    text = description if description is not None else spec.description
+    schema: Schema
+    if given is None:
+        schema = ArgumentSchema(
+            tool_name=tool_name,
+            info=info,
+            doc=doc,
+            description=text,
+            long_description=include_long_description,
+        )
+    else:
+        check_against_signature(tool_name, given.parameters, info)
+        text = text if text is not None else parse_docstring(doc, long=include_long_description)[0]
+        schema = JsonSchemaArgs(
+            given.parameters, text, tool_name, info.hidden, label="json_schema", check_hidden=False
+        )
+        names |= set(given.parameters.get("properties") or ())
+    _check_paths(tool_name, spec, names)
     mode = Mode.EXTERNAL if spec.external else _function_mode(fn)
-
-    def invoke(kwargs: dict[str, Any], ctx: ToolContext | None) -> Any:
-        return fn(**kwargs)
-
     return RegisteredTool(
         name=tool_name,
         spec=replace(spec, name=tool_name),
         schema=schema,
         mode=mode,
-        invoke=invoke,
+        invoke=_caller(fn, info.var_positional),
         presets=MappingProxyType(presets),
         hidden=info.hidden,
         injections=info.injections,
         permission_check=None,
         postprocess=postprocess,
         source=fn,
+        shape=shape,
     )
+
+
+def _caller(
+    fn: Callable[..., Any], var_positional: str | None
+) -> Callable[[dict[str, Any], ToolContext | None], Any]:
+    """How the engine calls ``fn`` with validated arguments: by keyword; and when its ``*args``
+    is shown (as the list ``var_positional``), that list positionally, after the parameters
+    before it, which must then be passed positionally too."""
+    if var_positional is None:
+
+        def invoke(kwargs: dict[str, Any], ctx: ToolContext | None) -> Any:
+            return fn(**kwargs)
+
+        return invoke
+    leading: list[tuple[str, Any]] = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind is param.VAR_POSITIONAL:
+            break
+        leading.append((param.name, param.default))
+
+    def invoke_with_args(kwargs: dict[str, Any], ctx: ToolContext | None) -> Any:
+        rest = dict(kwargs)
+        extra = rest.pop(var_positional, None)
+        if not extra:
+            return fn(**rest)
+        head = [rest.pop(n) if n in rest else default for n, default in leading]
+        return fn(*head, *extra, **rest)
+
+    return invoke_with_args
 
 
 def compile_tool_base(
@@ -206,13 +279,16 @@ def compile_tool_base(
     description: str | None = None,
     presets: Mapping[str, Any] | None = None,
     postprocess: Postprocess | None = None,
+    include_long_description: bool = True,
 ) -> RegisteredTool:
-    """Compile a `ToolBase` instance."""
+    """Compile a `ToolBase` instance (without ``include_long_description``, a description
+    taken from its docstring is the docstring's first paragraph)."""
     spec = obj.spec()
     tool_name = check_name(name or spec.name or type(obj).__name__)
-    text = (
-        description if description is not None else (spec.description or inspect.getdoc(obj) or "")
-    )
+    text = description if description is not None else spec.description
+    if text is None:
+        doc = inspect.getdoc(obj) or ""
+        text = doc if include_long_description else parse_docstring(doc, long=False)[0]
     presets = dict(presets or {})
     hidden = frozenset(presets)
     schema: Schema
@@ -257,6 +333,7 @@ def compile_tool_base(
         permission_check=obj.check_permissions if overrides_check else None,
         postprocess=postprocess,
         source=obj,
+        shape=SchemaShape(include_long_description=include_long_description),
     )
 
 
@@ -267,11 +344,24 @@ def compile_any(
     description: str | None = None,
     presets: Mapping[str, Any] | None = None,
     postprocess: Postprocess | None = None,
+    json_schema: Mapping[str, Any] | None = None,
+    include_long_description: bool | None = None,
+    include_var_positional: bool | None = None,
+    include_var_keyword: bool | None = None,
 ) -> RegisteredTool:
     """Compile whatever `Toolkit.add` accepts. An already compiled tool is reused as it is
-    (renamed if asked), or recompiled from its source when presets or hooks change."""
+    (renamed if asked), or recompiled from its source when presets, hooks or its schema's shape
+    change (what is not given, None, stays as it was: True, False, False when new)."""
+    shape = item.shape if isinstance(item, RegisteredTool) else DEFAULT_SHAPE
+    wanted = shape.but(
+        json_schema=json_schema,
+        include_long_description=include_long_description,
+        include_var_positional=include_var_positional,
+        include_var_keyword=include_var_keyword,
+    )
     if isinstance(item, RegisteredTool):
-        if presets is None and description is None and postprocess is None:
+        unchanged = wanted is shape and description is None and postprocess is None
+        if presets is None and unchanged:
             return item.renamed(name) if name and name != item.name else item
         source: Any = item.source
         return compile_any(
@@ -280,17 +370,45 @@ def compile_any(
             description=description,
             presets=presets if presets is not None else item.presets,
             postprocess=postprocess or item.postprocess,
+            json_schema=wanted.json_schema,
+            include_long_description=wanted.include_long_description,
+            include_var_positional=wanted.include_var_positional,
+            include_var_keyword=wanted.include_var_keyword,
         )
     if isinstance(item, ToolBase):
+        label = name or item.spec().name or type(item).__name__
+        if wanted.json_schema is not None:
+            raise ToolDefinitionError(
+                f"tool {label!r}: a ToolBase declares its arguments itself (args_model or "
+                "input_schema); json_schema is for functions"
+            )
+        if wanted.include_var_positional or wanted.include_var_keyword:
+            raise ToolDefinitionError(
+                f"tool {label!r}: include_var_positional and include_var_keyword are for "
+                "functions with *args or **kwargs; a ToolBase declares its arguments itself"
+            )
         return compile_tool_base(
-            item, name=name, description=description, presets=presets, postprocess=postprocess
+            item,
+            name=name,
+            description=description,
+            presets=presets,
+            postprocess=postprocess,
+            include_long_description=wanted.include_long_description,
         )
     if isinstance(item, type) and issubclass(item, ToolBase):
         raise ToolDefinitionError(
             f"pass an instance of {item.__name__}, not the class: toolkit.add({item.__name__}())"
         )
     return compile_function(
-        item, name=name, description=description, presets=presets, postprocess=postprocess
+        item,
+        name=name,
+        description=description,
+        presets=presets,
+        postprocess=postprocess,
+        json_schema=wanted.json_schema,
+        include_long_description=wanted.include_long_description,
+        include_var_positional=wanted.include_var_positional,
+        include_var_keyword=wanted.include_var_keyword,
     )
 
 

@@ -1,0 +1,89 @@
+"""The policy's ``ask`` met in a framework's own approval: judging a call before the framework
+stops for it, and recording a call the framework's app refused.
+
+A framework with human-in-the-loop approval (the Agents SDK's ``needs_approval``, pydantic-ai's
+deferred approvals) decides *before* it runs a tool whether to stop and ask; `ask_of` is the
+policy's answer to that question, without running or recording anything. When the app says yes,
+the call runs through the engine with an approver that answers for that call alone. When the
+app says no, the framework never calls the tool, so the adapter records the refusal itself
+(`record_refusal`): an ``intent`` record with the policy's ask and an ``outcome`` record, denied,
+``approval: refused``, as the engine writes for an approver's no. Nothing runs.
+
+Usage::
+
+    decision = await ask_of(engine, call)          # None: not an ask (or the engine will say)
+    if decision is not None:
+        ...                                         # stop the framework's run for approval
+    refused = record_refusal(engine, call, "refused in the pydantic-ai run")
+"""
+
+from __future__ import annotations
+
+import logging
+from time import perf_counter
+
+from stockade.engine.errors import CallError
+from stockade.engine.messages import CallNotes, ErrorInfo, ToolCall, ToolResult
+from stockade.engine.observe import AuditError
+from stockade.engine.observe.records import intent_record, outcome_record
+from stockade.engine.pipeline import Engine
+from stockade.policies import Decision, Effect, Request
+
+log = logging.getLogger("stockade.engine")
+
+
+async def ask_of(engine: Engine, call: ToolCall) -> Decision | None:
+    """The policy's ask on ``call`` (what a person approving it should see), or None when the
+    policy does not ask. Nothing runs and nothing is recorded. A call the engine cannot judge
+    ahead (unknown tool, bad arguments, a path outside every mount) is not an ask: the engine
+    itself reports it when the call is made, as an error or a denial."""
+    tool = engine.toolkit.resolve(call.name)
+    if tool is None:
+        return None
+    if tool.spec.command is not None:
+        await engine.isolation()  # probed off the loop, not inside preview
+    try:
+        _, decision = engine.preview(call)
+    except Exception:  # judged again, and reported, by engine.call: a preview only advises
+        return None
+    return decision if decision.effect is Effect.ASK else None
+
+
+def record_refusal(engine: Engine, call: ToolCall, verdict: str) -> Decision:
+    """Record in ``engine``'s audit log that ``call`` was asked about and refused (``verdict``
+    says by whom, and why), without running it; returns the refused decision (its reason ends
+    with ``verdict``). The log's trouble is logged, not raised: the call stays refused."""
+    started = perf_counter()
+    request: Request | None = None
+    asked: Decision | None = None
+    try:
+        request, asked = engine.preview(call)
+    except CallError:
+        pass  # an unknown tool or bad arguments: refused all the same, recorded without intent
+    except Exception as exc:  # a path outside every mount ...: the policy never saw it
+        log.info("call %s (%s) could not be judged for its refusal: %s", call.id, call.name, exc)
+    refused = (
+        asked.answered(False, verdict)
+        if asked is not None
+        else Decision(Effect.DENY, None, verdict)
+    )
+    audit = engine.audit
+    if audit is None:
+        return refused
+    result = ToolResult(
+        call_id=call.id,
+        tool=call.name,
+        status="denied",
+        error=ErrorInfo("PermissionDeniedError", refused.reason),
+        decision=refused,
+        duration_s=perf_counter() - started,
+        notes=CallNotes(approval="refused"),
+        metadata={"approval": "refused"},
+    )
+    try:
+        if request is not None and asked is not None:
+            audit.append(intent_record(call, request, asked))
+        audit.append(outcome_record(call, result))
+    except AuditError as exc:  # the refusal holds; only its record is missing
+        log.error("the refusal of call %s (%s) was not audited: %s", call.id, call.name, exc)
+    return refused

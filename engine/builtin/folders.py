@@ -1,0 +1,146 @@
+"""The folder tools: make a folder, see a folder's tree, and list the folders there are.
+
+`directory_tree` walks like the other walking tools: through the guarded view of the virtual
+filesystem, each folder listed and each entry reached judged where it really is at the moment
+of use; what the policy refuses is left out, counted and said, never named:
+
+    directory_tree(fs, "/workspace", exclude_patterns=["node_modules", "**/*.pyc"])
+    # [{"name": "src", "type": "directory", "children": [{"name": "app.py", "type": "file"}]}]
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from pydantic import Field
+from wcmatch import glob as wcglob
+
+from stockade.engine.builtin.file_support import GLOB_FLAGS, MAX_READ_CHARS, MAX_WALK, LeftOut
+from stockade.engine.builtin.file_support import exists as _exists
+from stockade.engine.content import ToolOutput
+from stockade.engine.tools import tool
+from stockade.sandbox import PathDeniedError, SandboxError, VirtualFS
+
+MAX_EXCLUDES = 100
+
+
+@tool(paths={"path": "write"}, idempotent=True)
+def create_directory(path: str, fs: VirtualFS) -> ToolOutput:
+    """Create a folder, and any missing folders above it; a folder already there is fine.
+
+    Args:
+        path: The folder, e.g. /workspace/src/utils.
+    """
+    canonical = fs.canonical(path)
+    existed = _exists(fs, path)
+    fs.mkdir(path)  # a file in the way is an error; each folder made is judged as a write
+    verb = "already exists:" if existed else "created"
+    return ToolOutput(f"{verb} {canonical}", {"path": canonical, "created": not existed})
+
+
+def _excluded(relative: str, name: str, patterns: list[str]) -> bool:
+    """Whether an entry is left out by ``patterns``: globs matched against its path relative
+    to the tree's root, and, for a pattern without "/", against its name at any depth."""
+    for pattern in patterns:
+        if wcglob.globmatch(relative, pattern, flags=GLOB_FLAGS):
+            return True
+        if "/" not in pattern and wcglob.globmatch(name, pattern, flags=GLOB_FLAGS):
+            return True
+    return False
+
+
+@tool(read_only=True, paths={"path": "read"})
+def directory_tree(
+    fs: VirtualFS,
+    path: str = "/workspace",
+    exclude_patterns: Annotated[list[str], Field(max_length=MAX_EXCLUDES)] | None = None,
+) -> ToolOutput:
+    """The files and folders under a folder, as a JSON tree: a list of
+    {"name", "type": "file" | "directory", "children": [...]} (children for folders only).
+
+    Args:
+        path: The folder; default /workspace.
+        exclude_patterns: Globs to leave out: a name at any depth ("node_modules"), or a path.
+    """
+    patterns = list(exclude_patterns or [])
+    root = fs.canonical(path)
+    left_out = LeftOut()
+    top: list[dict[str, Any]] = []
+    # (folder, its path under the root, the list its entries go in); folders are walked once
+    # (a link back up is shown, not followed again), links out of the mount are skipped
+    stack: list[tuple[str, str, list[dict[str, Any]]]] = [(root, "", top)]
+    seen: set[str] = set()
+    entries = shown = 0  # reached (judged), and shown
+    while stack:
+        folder, relative, children = stack.pop()
+        try:
+            canonical = fs.canonical(folder)
+        except SandboxError:
+            continue
+        if canonical in seen:
+            continue
+        seen.add(canonical)
+        try:
+            names = fs.list_dir(folder)
+        except PathDeniedError as exc:
+            if folder == root:
+                raise  # the folder asked for: a refusal, not a gap in the tree
+            left_out.add(exc)
+            continue
+        except SandboxError:
+            continue
+        for name in names:
+            inner = f"{relative}/{name}" if relative else name
+            if _excluded(inner, name, patterns):
+                continue
+            entries += 1
+            if entries > MAX_WALK:
+                raise ValueError(
+                    f"more than {MAX_WALK} entries under {root}; ask for a smaller folder, or "
+                    "leave parts out with exclude_patterns"
+                )
+            child = f"{folder.rstrip('/')}/{name}"
+            try:
+                kind = fs.stat(child).kind  # judged as a read, where a link leads
+            except PathDeniedError as exc:  # not even its name is shown
+                left_out.add(exc)
+                continue
+            except SandboxError:
+                continue  # a link out of the mount: skipped, never followed
+            shown += 1
+            if kind == "dir":
+                inside: list[dict[str, Any]] = []
+                children.append({"name": name, "type": "directory", "children": inside})
+                stack.append((child, inner, inside))
+            else:
+                children.append({"name": name, "type": "file"})
+    text = json.dumps(top, ensure_ascii=False)
+    if len(text) > MAX_READ_CHARS:
+        raise ValueError(
+            f"the tree under {root} ({entries} entries) is longer than {MAX_READ_CHARS} "
+            "characters; ask for a smaller folder, or leave parts out with exclude_patterns"
+        )
+    metadata = left_out.metadata({"path": root, "entries": shown})
+    return ToolOutput(left_out.after(text), metadata)
+
+
+@tool(read_only=True)
+def list_allowed_directories(fs: VirtualFS) -> ToolOutput:
+    """The folders the file tools can reach (the mounts), and whether each is read-only.
+
+    What the policy allows in them is decided per call; a write to a read-only folder always
+    fails.
+    """
+    directories: list[dict[str, Any]] = []
+    lines = []
+    for mount in sorted(fs.mounts, key=lambda m: m.prefix):
+        kind = "memory" if mount.memory else "overlay" if mount.overlay else "folder"
+        what = "read-only" if mount.read_only else "read-write"
+        if mount.overlay:
+            what += ", changes staged until they are committed"
+        elif mount.memory:
+            what += ", in memory only"
+        lines.append(f"{mount.prefix} ({what})")
+        directories.append({"path": mount.prefix, "read_only": mount.read_only, "kind": kind})
+    return ToolOutput("\n".join(lines), {"directories": directories})
