@@ -28,7 +28,7 @@ from support import until
 
 from stockade.engine import Engine, ToolCall, Toolkit, ToolResult, tool
 from stockade.engine.builtin import line_ranges
-from stockade.engine.builtin.file_reads import MAX_BLOB_BYTES, read_text_file
+from stockade.engine.builtin.file_reads import MAX_BLOB_BYTES, read_text
 from stockade.engine.builtin.file_support import MAX_READ_CHARS, lines_of
 from stockade.engine.builtin.files import add_file_tools
 from stockade.engine.content import ImageBlock, TextBlock
@@ -400,12 +400,12 @@ def test_partial_reads_agree_with_a_whole_read(
             {"start_line": start, "end_line": start + count},
         ):
             try:
-                expected = read_text_file("t.txt", whole, **arguments)
+                expected = read_text("t.txt", whole, **arguments)
             except ValueError as exc:
                 with pytest.raises(ValueError, match=str(exc).split(":")[0]):
-                    read_text_file("t.txt", parts, **arguments)
+                    read_text("t.txt", parts, **arguments)
                 continue
-            got = read_text_file("t.txt", parts, **arguments)
+            got = read_text("t.txt", parts, **arguments)
             assert got.content == expected.content
             assert got.metadata.get("partial", False) is partial
 

@@ -11,6 +11,7 @@ declare their paths to the policy, a list of paths too (each one is judged):
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import mimetypes
 from typing import Annotated, Any
@@ -27,6 +28,7 @@ from stockade.sandbox.text import SNIFF_BYTES, decode_text, refuse_binary
 MAX_MEDIA_BYTES = 5 << 20  # an image bigger than this is refused by most model APIs anyway
 MAX_BLOB_BYTES = MAX_READ_CHARS * 3 // 4  # other binary files: base64 within the output limit
 MAX_FILES = 100  # paths in one read_multiple_files call
+INLINE_BYTES = 64 << 10  # read_text_file reads a file up to this size on the event loop
 # what the first bytes of an image say it is: the types model APIs take as images
 _IMAGE_MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -39,7 +41,7 @@ Line = Annotated[int | None, Field(ge=1)]
 
 
 @tool(read_only=True, paths={"path": "read"})
-def read_text_file(
+async def read_text_file(
     path: str,
     fs: VirtualFS,
     start_line: Line = None,
@@ -60,8 +62,32 @@ def read_text_file(
         tail: Return only the last this many lines (not with head or a line range).
     """
     _check_choice(start_line, end_line, head, tail)
-    canonical = fs.canonical(path)
+    # The usual read is of a small file: a few system calls, like those the engine already
+    # makes on the event loop to resolve the path it judges, and a worker thread's round trip
+    # would cost more than the read (about 0.1 ms). A bigger file is read in a thread, so that
+    # decoding and hashing it never hold the loop and the call's timeout can stop waiting.
     size = fs.stat(path).size
+    if size <= INLINE_BYTES:
+        return read_text(path, fs, start_line, end_line, head, tail, size=size)
+    return await asyncio.to_thread(read_text, path, fs, start_line, end_line, head, tail)
+
+
+def read_text(
+    path: str,
+    fs: VirtualFS,
+    start_line: int | None = None,
+    end_line: int | None = None,
+    head: int | None = None,
+    tail: int | None = None,
+    *,
+    size: int | None = None,
+) -> ToolOutput:
+    """What `read_text_file` returns, read in the calling thread (``size``: the file's, when
+    the caller has just read it)."""
+    _check_choice(start_line, end_line, head, tail)
+    canonical = fs.canonical(path)
+    if size is None:
+        size = fs.stat(path).size
     if size > fs.max_file_bytes:
         if start_line is None and end_line is None and head is None and tail is None:
             raise QuotaError(

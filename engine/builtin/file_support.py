@@ -126,37 +126,53 @@ def walk(fs: VirtualFS, root: str, left_out: LeftOut) -> Iterator[str]:
     visited = 0
     while stack:
         folder = stack.pop()
-        try:
-            canonical = fs.canonical(folder)
-        except SandboxError:
-            continue
-        if canonical in seen:
-            continue
-        seen.add(canonical)
-        try:
-            names = fs.list_dir(folder)
-        except PathDeniedError as exc:
-            if folder == root:
-                raise  # the folder asked for: a refusal, not a gap in the results
-            left_out.add(exc)
-            continue
-        except SandboxError:
-            continue
-        for name in names:
+        for name in entries_once(fs, folder, root, seen, left_out):
             visited += 1
             if visited > MAX_WALK:
                 raise ValueError(
                     f"more than {MAX_WALK} entries under {root}; search a smaller folder"
                 )
             child = f"{folder.rstrip('/')}/{name}"
-            try:
-                kind = fs.stat(child).kind
-            except PathDeniedError as exc:
-                left_out.add(exc)
-                continue
-            except SandboxError:
-                continue  # links out of the mount are skipped, never followed
+            kind = kind_of(fs, child, left_out)
             if kind == "dir":
                 stack.append(child)
             elif kind == "file":
                 yield child
+
+
+def entries_once(
+    fs: VirtualFS, folder: str, root: str, seen: set[str], left_out: LeftOut
+) -> list[str]:
+    """The names in ``folder``, unless a walk that has been in the folders of ``seen`` was
+    there already (a link back up) or it is out of reach: then none. A folder the policy
+    refuses is counted in ``left_out``, except ``root`` itself, whose refusal is raised (the
+    folder asked for: a refusal, not a gap in the results)."""
+    try:
+        canonical = fs.canonical(folder)
+    except SandboxError:
+        return []
+    if canonical in seen:
+        return []
+    seen.add(canonical)
+    try:
+        return fs.list_dir(folder)
+    except PathDeniedError as exc:
+        if folder == root:
+            raise
+        left_out.add(exc)
+    except SandboxError:
+        pass
+    return []
+
+
+def kind_of(fs: VirtualFS, path: str, left_out: LeftOut) -> str | None:
+    """What ``path`` is (``file``, ``dir`` ...), judged as a read where a link leads; None when
+    the policy refuses it (counted in ``left_out``: not even its name is shown) or it is a link
+    out of the mount (skipped, never followed)."""
+    try:
+        return fs.stat(path).kind
+    except PathDeniedError as exc:
+        left_out.add(exc)
+    except SandboxError:
+        pass
+    return None

@@ -16,11 +16,18 @@ from typing import Annotated, Any
 from pydantic import Field
 from wcmatch import glob as wcglob
 
-from stockade.engine.builtin.file_support import GLOB_FLAGS, MAX_READ_CHARS, MAX_WALK, LeftOut
+from stockade.engine.builtin.file_support import (
+    GLOB_FLAGS,
+    MAX_READ_CHARS,
+    MAX_WALK,
+    LeftOut,
+    entries_once,
+    kind_of,
+)
 from stockade.engine.builtin.file_support import exists as _exists
 from stockade.engine.content import ToolOutput
 from stockade.engine.tools import tool
-from stockade.sandbox import PathDeniedError, SandboxError, VirtualFS
+from stockade.sandbox import VirtualFS
 
 MAX_EXCLUDES = 100
 
@@ -74,23 +81,7 @@ def directory_tree(
     entries = shown = 0  # reached (judged), and shown
     while stack:
         folder, relative, children = stack.pop()
-        try:
-            canonical = fs.canonical(folder)
-        except SandboxError:
-            continue
-        if canonical in seen:
-            continue
-        seen.add(canonical)
-        try:
-            names = fs.list_dir(folder)
-        except PathDeniedError as exc:
-            if folder == root:
-                raise  # the folder asked for: a refusal, not a gap in the tree
-            left_out.add(exc)
-            continue
-        except SandboxError:
-            continue
-        for name in names:
+        for name in entries_once(fs, folder, root, seen, left_out):
             inner = f"{relative}/{name}" if relative else name
             if _excluded(inner, name, patterns):
                 continue
@@ -101,13 +92,9 @@ def directory_tree(
                     "leave parts out with exclude_patterns"
                 )
             child = f"{folder.rstrip('/')}/{name}"
-            try:
-                kind = fs.stat(child).kind  # judged as a read, where a link leads
-            except PathDeniedError as exc:  # not even its name is shown
-                left_out.add(exc)
+            kind = kind_of(fs, child, left_out)
+            if kind is None:
                 continue
-            except SandboxError:
-                continue  # a link out of the mount: skipped, never followed
             shown += 1
             if kind == "dir":
                 inside: list[dict[str, Any]] = []

@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from stockade.engine.cli.common import default_state
 from stockade.engine.observe import AuditError, read_audit, verify_audit
@@ -99,6 +97,8 @@ def _present(log: Path) -> bool:
 def _say_where(log: Path, workspace: Path) -> None:
     """When no LOG was named and none is kept for the workspace, say where it was looked for
     (on stderr: stdout stays the report)."""
+    from rich.console import Console
+
     if not _present(log):
         Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"[dim]no audit log is kept for the workspace {workspace.resolve()} (looked for "
@@ -118,6 +118,8 @@ def verify(
 ) -> None:
     """Check every record's hash, the chain between them, and that the log reaches its seal
     (nothing cut off its end, and it was not deleted). Exit 0 when intact, 1 when not."""
+    from rich.console import Console
+
     log = find_log(path, workspace)
     if path is None:
         _say_where(log, workspace)
@@ -213,6 +215,8 @@ def tail(
 
 
 def _read(path: Path, *, limit: int, **filters: Any) -> list[dict[str, Any]]:
+    from rich.console import Console
+
     try:
         return list(deque(read_audit(path, **filters), maxlen=limit))
     except AuditError as exc:
@@ -221,6 +225,9 @@ def _read(path: Path, *, limit: int, **filters: Any) -> list[dict[str, Any]]:
 
 
 def _print(records: list[dict[str, Any]], as_json: bool, *, header: bool = True) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     if as_json:
         for record in records:
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")

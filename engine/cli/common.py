@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
 from stockade.policies import Policy, PolicyError
 
 
 def fail(message: str) -> NoReturn:
     """Print ``error: message`` on stderr (no traceback) and exit 1."""
+    from rich.console import Console
+
     # soft wrap: one line however long, so a script (or grep) sees the whole message
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {message}")
     raise typer.Exit(1)

@@ -7,12 +7,9 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
 from stockade.engine.cli.common import StateInMountOption, StateOption, fail
 from stockade.engine.cli.demo_session import DemoReport, DemoStep, run_demo
@@ -20,6 +17,9 @@ from stockade.engine.cli.session import choose_state
 from stockade.engine.observe import verify_audit
 from stockade.errors import ConfigurationError
 from stockade.sandbox import Mount
+
+if TYPE_CHECKING:  # rich loads only when a command prints with it, not at start-up
+    from rich.table import Table
 
 _STATUS_STYLE = {
     "ok": "green",
@@ -68,6 +68,8 @@ def _row(step: DemoStep) -> _Row | None:
 
 
 def _table(steps: list[DemoStep], width: int) -> Table:
+    from rich.table import Table
+
     table = Table(title="Stockade demo: an untrusted agent's session", title_justify="left")
     narrow = width < _WIDE
     table.add_column("#", justify="right", style="dim", no_wrap=True)
@@ -132,6 +134,9 @@ def demo(
     state_in_mount: StateInMountOption = False,
 ) -> None:
     """Run a scripted agent session through the engine and show what happened to each call."""
+    from rich.console import Console
+    from rich.live import Live
+
     try:
         if workspace is not None:
             workspace.mkdir(parents=True, exist_ok=True)

@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from stockade.engine.cli.common import (
     MountsOption,
@@ -60,6 +58,8 @@ def check(
 ) -> None:
     """Load the file and report what is wrong (errors: exit 1) or probably a mistake
     (warnings and notes: exit 0), each with its line."""
+    from rich.console import Console
+
     findings = lint_policy(file, workspace=workspace)
     errors = [f for f in findings if f.severity == "error"]
     if as_json:
@@ -81,6 +81,9 @@ def check(
 @policy_app.command()
 def presets(as_json: AsJson = False) -> None:
     """The shipped presets and what each does."""
+    from rich.console import Console
+    from rich.table import Table
+
     rows = []
     for name in PRESETS:
         text = (
@@ -121,6 +124,8 @@ def explain(
     why, without running it. The mounts are those ``stockade run`` and ``serve`` would have
     with the same ``--workspace`` and ``--mount`` options (without ``--workspace``, an empty
     /workspace in memory: paths are then judged as spelled, normalised)."""
+    from rich.console import Console
+
     chosen = load_policy(policy_file, preset)
     arguments = _arguments(arg or [])
     try:

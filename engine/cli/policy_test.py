@@ -17,9 +17,6 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from stockade.policies import Policy, PolicyError
 from stockade.policies.policy_examples import (
@@ -87,6 +84,9 @@ def load_for_test(path: Path) -> tuple[Policy, list[Case]]:
 
 def _unusable(message: str) -> NoReturn:
     # exit 2, not `fail`'s 1: 1 says the policy decided a case otherwise than expected
+    from rich.console import Console
+    from rich.text import Text
+
     Console(stderr=True, highlight=False, soft_wrap=True).print(
         Text.assemble(("error:", "bold red"), " ", message)
     )
@@ -112,6 +112,10 @@ def _row(result: CaseResult) -> dict[str, Any]:
 
 
 def _print(results: list[CaseResult], failed: list[CaseResult]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
     console = Console(highlight=False)
     table = Table("case", "call", "expected", "got", "rule", "result")
     for result in results:

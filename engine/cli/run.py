@@ -21,11 +21,9 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from stockade.engine.cli.answers import ask_call, ask_host, confirm, offered
 from stockade.engine.cli.common import (
@@ -47,6 +45,9 @@ from stockade.engine.pipeline import Approve
 from stockade.engine.toolkit import Toolkit
 from stockade.policies import Decision, Policy
 from stockade.sandbox import Mount, SandboxError, VirtualFS
+
+if TYPE_CHECKING:  # rich loads only when a command prints with it, not at start-up
+    from rich.console import Console
 
 INTERRUPTED = 130  # the shell's code for a run stopped by Ctrl-C
 
@@ -75,6 +76,8 @@ def run(
     """Replay recorded tool calls (OpenAI, Anthropic, JSONL of calls, or XML) through the engine.
     Exit 0 when every call succeeded, 1 when some did not (or the input was bad), 130 on
     Ctrl-C."""
+    from rich.console import Console
+
     if approve not in ("ask", "yes", "no"):
         fail(f"--approve must be ask, yes or no, not {approve!r}")
     policy = load_policy(policy_file, preset)
@@ -211,6 +214,8 @@ class _Replay:
             raise PermissionDeniedError(str(exc)) from None
 
     async def _ask(self, call: ToolCall, decision: Decision) -> Approve | bool | str:
+        from rich.markup import escape
+
         if (decision.rule or "").startswith("network."):
             # a host the command wants to reach, asked about while it runs
             self.console.print(

@@ -80,8 +80,7 @@ def result_json(result: ToolResult) -> dict[str, Any]:
     content, in a block of their own."""
     blocks: list[dict[str, Any]] = []
     if result.status == "denied" and result.decision is not None:
-        rule = result.decision.rule or "default"
-        blocks.append(_text(f"denied by rule {rule}: {result.decision.reason}"))
+        blocks.append(_text(denial_text(result.decision)))
     elif result.error is not None:
         blocks.append(_text(str(result.error)))
     for block in result.content:
@@ -104,6 +103,11 @@ def result_json(result: ToolResult) -> dict[str, Any]:
         "warnings": warned,
     }
     return {"content": blocks, "structuredContent": structured, "isError": result.status != "ok"}
+
+
+def denial_text(decision: Decision) -> str:
+    """A denial as a model reads it: the rule that decided, and why."""
+    return f"denied by rule {decision.rule or 'default'}: {decision.reason}"
 
 
 def _text(text: str) -> dict[str, Any]:
