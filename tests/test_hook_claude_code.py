@@ -355,6 +355,23 @@ def test_a_policy_or_state_that_cannot_be_used_blocks_every_call(project: Projec
     assert "taken" in unwritable.stderr
 
 
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_a_reason_the_terminal_cannot_encode_is_still_given(
+    project: Project, encoding: str
+) -> None:
+    """Claude Code may start the hook under any locale; a reason naming a path the terminal's
+    encoding cannot write must not crash the command (a crash is an error Claude Code does
+    not block on: the call would run)."""
+    secret = project.root / "home" / "clé €.txt"  # outside the project: denied
+    secret.write_text("x")
+    stdin = hook_input(project.folder, "Read", {"file_path": str(secret)})
+    done = project.run(stdin, "--state", str(project.state), env={"PYTHONIOENCODING": encoding})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny"
+    assert str(secret) in out["permissionDecisionReason"]
+
+
 def test_by_default_the_log_is_kept_in_the_users_state_folder_for_the_project(
     project: Project,
 ) -> None:

@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stockade.engine import Engine, Toolkit, tool
+from stockade.engine import Engine, ToolCall, Toolkit, tool
 from stockade.engine.builtin import add_file_tools
+from stockade.engine.content import ToolOutput
 from stockade.engine.mcp import stdio
 from stockade.engine.mcp.served import RESULT_SCHEMA
+from stockade.engine.mcp.server import to_mcp_result
 from stockade.engine.mcp.stdio import VERSIONS, StdioService
 from stockade.policies import Policy
 from stockade.sandbox import Mount, VirtualFS
@@ -37,6 +40,12 @@ async def slow(seconds: float) -> str:
     """Wait, then say so."""
     await asyncio.sleep(seconds)
     return "waited"
+
+
+@tool
+def odd_metadata() -> ToolOutput:
+    """Report metadata JSON writers trip on."""
+    return ToolOutput("done", {"when": datetime(2026, 1, 2), "big": 2**80, "name": "a\udc80b"})
 
 
 class Peer:
@@ -97,6 +106,7 @@ class Peer:
             },
         )
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert isinstance(answer, dict)
         return answer
 
     async def close(self) -> None:
@@ -112,6 +122,7 @@ async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
     toolkit = Toolkit()
     add_file_tools(toolkit)
     toolkit.add(slow)
+    toolkit.add(odd_metadata)
     with VirtualFS([Mount("/workspace", workspace)]) as fs:
         async with Engine(toolkit, policy=POLICY, fs=fs) as e:
             yield e
@@ -304,3 +315,18 @@ async def test_no_junk_stops_the_server(engine: Engine, lines: list[bytes]) -> N
     assert answers[-1]["result"] == {}
     assert all("error" in answer for answer in answers[:-1])
     await peer.close()
+
+
+async def test_metadata_json_cannot_hold_as_it_is_still_reaches_the_client(engine: Engine) -> None:
+    """A tool's metadata with an object, a number past 64 bits and a lone surrogate: the result
+    is still sent, each value as JSON can carry it, through both servers' writers."""
+    peer = await _peer(engine)
+    await peer.initialize()
+    result = await peer.result(1, "odd_metadata")
+    assert result["isError"] is False
+    metadata = result["structuredContent"]["metadata"]
+    assert metadata == {"when": "2026-01-02 00:00:00", "big": 2**80, "name": "a\udc80b"}
+    await peer.close()
+    sdk = to_mcp_result(await engine.call(ToolCall(name="odd_metadata", arguments={})))
+    assert sdk.structured_content is not None
+    assert sdk.structured_content["metadata"]["big"] == 2**80

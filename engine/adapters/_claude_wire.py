@@ -86,7 +86,7 @@ class NotebookInput(ToolInput):
 
 
 class FolderInput(ToolInput):
-    """``Grep``, ``LS`` (``path`` left out: the cwd)."""
+    """``LS``, and ``Grep`` and ``Glob`` (``path`` left out: the cwd)."""
 
     path: str | None = None
     _check = field_validator("path")(_path_field)
@@ -96,6 +96,12 @@ class GlobInput(FolderInput):
     """``Glob``."""
 
     pattern: str = Field(min_length=1)
+
+
+class GrepInput(FolderInput):
+    """``Grep``: ``glob`` chooses the files searched (and may reach hidden ones)."""
+
+    glob: str | None = None
 
 
 class FetchInput(ToolInput):
@@ -161,7 +167,7 @@ SHAPES: dict[str, type[ToolInput]] = {
     "NotebookRead": NotebookInput,
     "NotebookEdit": NotebookInput,
     "Glob": GlobInput,
-    "Grep": FolderInput,
+    "Grep": GrepInput,
     "LS": FolderInput,
     "WebFetch": FetchInput,
 }
@@ -174,6 +180,7 @@ __all__ = [
     "FileInput",
     "FolderInput",
     "GlobInput",
+    "GrepInput",
     "HookInput",
     "HookOutput",
     "NotebookInput",

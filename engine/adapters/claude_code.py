@@ -13,15 +13,20 @@ they decide Stockade's tools:
 
 * ``Bash``: an ``execute`` of its command line, judged like ``run_shell`` (every command in it,
   the dangerous-command list), run WITHOUT isolation (Claude Code runs it, not the box: a
-  policy requiring isolation denies it, the default preset asks saying so), with every file
-  the line names judged as a read, write or delete (`_claude_bash`); a word known only when it
-  runs (``$HOME``, ``$(cmd)``) makes an allowed command ask (rule ``hook-unknown-path``);
+  policy requiring isolation denies it, the default preset asks saying so), with the folder it
+  runs in and every file the line names judged as a read, write or delete (`_claude_bash`);
 * ``Read``, ``NotebookRead``: a read of ``file_path`` / ``notebook_path``; ``Write``,
   ``Edit``, ``MultiEdit``, ``NotebookEdit``: a write of it; ``Glob``, ``Grep``, ``LS``: a read
-  of ``path`` (the ``cwd`` when left out), and of a glob's fixed folder;
+  of ``path`` (the ``cwd`` when left out), and of a glob's fixed folders;
 * ``WebFetch``: by its name, and its URL's host and port by the policy's ``[network]`` table
-  when it has one (without, a policy says nothing of hosts but for commands' boxes);
-* ``mcp__*`` and every other tool: by its name.
+  when it has one; without, a URL of this machine or a private network asks (rule
+  ``hook-internal-host``), and a URL that could go to two hosts is refused (``hook-url``);
+* ``mcp__*`` and every other tool: by its name (`_claude_facts`).
+
+Three more checks can only make a decision stricter: what is known only when the call runs
+(``$HOME``, ``$(cmd)``, ``PATH=.; ls``, a glob that makes ``Grep`` read hidden files) makes an
+allowed call ask (rule ``hook-unknown-path``); so does a file with other names (hard links,
+rule ``hook-hard-link``), which may be a protected file under another name.
 
 Host paths: the workspace is ``/workspace`` and each ``--mount`` its prefix; a path is mapped
 as spelled, then resolved through the virtual filesystem (``..`` and links followed: a link in
@@ -38,40 +43,38 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
-from pydantic import ValidationError
-
-from stockade.engine.adapters._claude_bash import named_paths
+from stockade.engine.adapters._claude_facts import (
+    INTERNAL_RULE,
+    READ_ONLY,
+    URL_RULE,
+    Facts,
+    facts,
+    hard_links,
+    web_decision,
+)
 from stockade.engine.adapters._claude_wire import (
-    SHAPES,
-    CommandInput,
-    FetchInput,
-    FileInput,
-    FolderInput,
-    GlobInput,
     HookInput,
     HookOutput,
-    NotebookInput,
     PreToolUseDecision,
-    field_errors,
     parse_hook_input,
 )
-from stockade.engine.errors import CallError, FormatError
+from stockade.engine.errors import CallError
 from stockade.engine.messages import ToolCall, new_call_id
 from stockade.engine.observe import AuditLog
 from stockade.engine.observe.records import intent_record
 from stockade.engine.pipeline import Engine
 from stockade.engine.toolkit import Toolkit
 from stockade.engine.tools import tool
-from stockade.policies import Decision, Effect, Policy, Request, parse_command, strictest
+from stockade.policies import Decision, Effect, Policy, Request, strictest
 from stockade.policies.checks import UNBOXED_NOTE
 from stockade.policies.request import Access
 from stockade.sandbox import Bubblewrap, Mount, VirtualFS
 
 TOOL_PREFIX = "claude_code:"  # how the audit log names Claude Code's tools
 INPUT_RULE = "hook-input"  # a hook input that could not be read
-UNKNOWN_RULE = "hook-unknown-path"  # a command word known only when it runs
+UNKNOWN_RULE = "hook-unknown-path"  # what the call does is known only when it runs
+LINK_RULE = "hook-hard-link"  # a file with other names, which may be protected
 OUTSIDE_RULE = "sandbox"  # a path outside every mount, as for Stockade's own tools
 WORKSPACE = "/workspace"
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what the toolkit accepts
@@ -140,17 +143,6 @@ def refusal_record(tool_name: str | None, call_id: str | None, reason: str) -> d
     }
 
 
-@dataclass(frozen=True)
-class _Named:
-    """A Claude Code call as the policy's facts, on the host: the command, the paths and how
-    each is used, the words known only when it runs, and a URL."""
-
-    command: str | None = None
-    paths: tuple[tuple[str, Access], ...] = ()
-    unknown: tuple[str, ...] = ()
-    url: str | None = None
-
-
 class ClaudeCodeJudge:
     """Decides Claude Code's tool calls by ``policy`` over ``mounts`` (the first the workspace,
     ``/workspace``; host folders). ``spelled`` are other spellings of the mounts' folders (the
@@ -192,7 +184,7 @@ class ClaudeCodeJudge:
         shape (the field named)."""
         name = hook.tool_name
         call_id = hook.tool_use_id or new_call_id()
-        named = _facts(hook)
+        named = facts(hook)
         logical: list[tuple[str, Access]] = []
         outside: list[tuple[str, Access]] = []
         for path, access in named.paths:
@@ -227,11 +219,12 @@ class ClaudeCodeJudge:
                 decision, Decision(Effect.DENY, OUTSIDE_RULE, reason, access, path)
             )
         decision = _unknown(decision, named.unknown)
-        if named.url is not None and self.policy.egress is not None:
-            decision = _both(decision, _host_decision(self.policy, named.url))
+        decision = _hard_linked(decision, named.paths)
+        if named.url is not None and (said := web_decision(self.policy, named.url)) is not None:
+            decision = _both(decision, said)
         return Verdict(call, TOOL_PREFIX + name, request, decision, self.reason(decision))
 
-    def _decide(self, name: str, call: ToolCall, named: _Named) -> tuple[Request, Decision]:
+    def _decide(self, name: str, call: ToolCall, named: Facts) -> tuple[Request, Decision]:
         """Stockade's own judgement (`Engine.preview`) of the call's stand-in tool."""
         if not _TOOL_NAME.match(name):
             # not a name the toolkit takes (nor a model API): judged by the policy alone
@@ -294,67 +287,6 @@ class ClaudeCodeJudge:
         return f"{text} [policy {self.policy.source}]"
 
 
-def _facts(hook: HookInput) -> _Named:
-    """The facts of a Claude Code call, by tool (see the module docstring)."""
-    name, given, cwd = hook.tool_name, hook.tool_input, hook.cwd
-    shape = SHAPES.get(name)
-    if shape is None:
-        return _Named()
-    try:
-        parsed = shape.model_validate(given)
-    except ValidationError as exc:
-        raise FormatError(f"the {name} call's {field_errors(exc, 'tool_input')}") from None
-
-    def at(path: str | None) -> str:
-        return posixpath.join(cwd, os.path.expanduser(path)) if path else cwd
-
-    if isinstance(parsed, CommandInput):
-        found = named_paths(parse_command(parsed.command), cwd)
-        return _Named(parsed.command, tuple(found.paths), tuple(found.unknown))
-    if isinstance(parsed, FileInput):
-        return _Named(paths=((at(parsed.file_path), _FILE_ACCESS[name]),))
-    if isinstance(parsed, NotebookInput):
-        return _Named(paths=((at(parsed.notebook_path), _FILE_ACCESS[name]),))
-    if isinstance(parsed, GlobInput):
-        folder = at(parsed.path)
-        fixed = _fixed_folder(parsed.pattern)
-        paths: list[tuple[str, Access]] = [(folder, "read")]
-        if fixed:
-            paths.append((posixpath.join(folder, os.path.expanduser(fixed)), "read"))
-        return _Named(paths=tuple(paths))
-    if isinstance(parsed, FolderInput):
-        return _Named(paths=((at(parsed.path), "read"),))
-    assert isinstance(parsed, FetchInput)
-    return _Named(url=parsed.url)
-
-
-_FILE_ACCESS: dict[str, Access] = {
-    "Read": "read",
-    "NotebookRead": "read",
-    "Write": "write",
-    "Edit": "write",
-    "MultiEdit": "write",
-    "NotebookEdit": "write",
-}
-# Claude Code tools that change nothing and reach nothing (a subagent's own calls come through
-# this hook too); the strict preset lets read-only tools run
-_READ_ONLY = frozenset(
-    {"Read", "NotebookRead", "Glob", "Grep", "LS", "TodoWrite", "TodoRead", "BashOutput"}
-    | {"ExitPlanMode", "AskUserQuestion", "Task"}
-)
-
-
-def _fixed_folder(pattern: str) -> str:
-    """The part of a glob before its first wildcard, as a folder (``../x/*.py`` -> ``../x``)."""
-    parts = pattern.split("/")
-    fixed: list[str] = []
-    for part in parts[:-1]:
-        if any(ch in part for ch in "*?[{"):
-            break
-        fixed.append(part)
-    return "/".join(fixed) if fixed != [""] else "/"
-
-
 def _stand_in(name: str, *, command: bool) -> Callable[..., None]:
     """A tool that never runs, shaped for the policy like the Stockade tool ``name``
     resembles: its paths by how they are used, its command line, whether it is read-only."""
@@ -374,25 +306,41 @@ def _stand_in(name: str, *, command: bool) -> Callable[..., None]:
     }
     if command:
         spec["command"] = "command"
-    if name in _READ_ONLY:
+    if name in READ_ONLY:
         spec["read_only"] = True
     if name.startswith("mcp__") or name in ("WebFetch", "WebSearch"):
         spec["open_world"] = True
     return tool(**spec)(judged)
 
 
-def _unknown(decision: Decision, words: Sequence[str]) -> Decision:
-    """A command with words known only when it runs may not run unasked: nothing boxes it."""
-    if not words or decision.effect is Effect.DENY:
+def _unknown(decision: Decision, notes: Sequence[str]) -> Decision:
+    """A call with parts known only when it runs may not run unasked: nothing boxes it."""
+    if not notes or decision.effect is Effect.DENY:
         return decision
-    shown = ", ".join(repr(w[:80]) for w in words[:5])
+    shown = ", ".join(repr(note[:120]) for note in notes[:5])
     asking = Decision(
         Effect.ASK,
         UNKNOWN_RULE,
-        f"the command names {shown}, known only when it runs; Claude Code runs it outside "
+        f"what it does is known only when it runs ({shown}); Claude Code runs it outside "
         "Stockade's box, so it cannot be judged before",
         "read",
-        words[0],
+        notes[0],
+    )
+    return _both(decision, asking)
+
+
+def _hard_linked(decision: Decision, paths: Sequence[tuple[str, Access]]) -> Decision:
+    """A file with other names (hard links) may be a protected file under another name."""
+    if decision.effect is Effect.DENY or not (found := hard_links(paths)):
+        return decision
+    path, count = found[0]
+    asking = Decision(
+        Effect.ASK,
+        LINK_RULE,
+        f"{path} is one of {count} names of the same file (hard links): using it uses the "
+        "file under its other names too, which may be protected, and they cannot be found",
+        "read",
+        path,
     )
     return _both(decision, asking)
 
@@ -404,23 +352,14 @@ def _both(decision: Decision, other: Decision) -> Decision:
     return strictest(decision, other)
 
 
-def _host_decision(policy: Policy, url: str) -> Decision:
-    """What the policy's ``[network]`` table says of the URL's host and port."""
-    assert policy.egress is not None
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower(), 443)
-    except ValueError:
-        host, port = "", 0
-    return policy.egress.decide(host, port)
-
-
 __all__ = [
     "INPUT_RULE",
+    "INTERNAL_RULE",
+    "LINK_RULE",
     "OUTSIDE_RULE",
     "TOOL_PREFIX",
     "UNKNOWN_RULE",
+    "URL_RULE",
     "ClaudeCodeJudge",
     "HookInput",
     "HookOutput",

@@ -121,8 +121,10 @@ def answer(
         spelled = {str(workspace): WORKSPACE}
         run.judge = ClaudeCodeJudge(policy, mounts, audit=run.audit, spelled=spelled)
         verdict = run.judge.judge(hook)
+        # the reply is made first: one that cannot be made leaves no "allow" in the log
+        said = verdict.output().model_dump_json(by_alias=True) + "\n"
         run.audit.append(verdict.record())
-        reply = HookReply(0, verdict.output().model_dump_json(by_alias=True) + "\n")
+        reply = HookReply(0, said)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # SystemExit from a library too: it must not mean "allow"
@@ -207,7 +209,18 @@ def claude_code(
         reply = HookReply(BLOCK, "", f"Stockade blocked this tool call: stdin: {exc}\n")
     else:
         reply = answer(data, options)
-    sys.stdout.write(reply.stdout)
-    sys.stderr.write(reply.stderr)
-    sys.stdout.flush()
-    raise typer.Exit(reply.code)
+    raise typer.Exit(_send(reply))
+
+
+def _send(reply: HookReply) -> int:
+    """Write the reply as bytes, whatever the terminal's encoding (a reply that cannot be
+    encoded must not crash: Claude Code would run the call); the exit code to use."""
+    try:
+        # stdout is JSON, which is UTF-8; stderr is read by Claude, so UTF-8 too
+        sys.stdout.buffer.write(reply.stdout.encode("utf-8", "backslashreplace"))
+        sys.stdout.buffer.flush()
+        sys.stderr.buffer.write(reply.stderr.encode("utf-8", "backslashreplace"))
+        sys.stderr.buffer.flush()
+    except Exception:  # stdout gone: nothing was said, so nothing may be allowed
+        return BLOCK
+    return reply.code

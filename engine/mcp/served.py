@@ -39,6 +39,8 @@ from stockade.policies.suggestions import Suggestion
 APPROVAL_KEY = "stockade_approval"  # the input request's key on 2026-07-28 connections
 CHOICE = "answer"  # the form's field for the choice; ``approve`` is the older yes/no field
 
+# One level deep: a client validates every result against it (the SDK's does), and each level
+# of nested properties costs that validation as much again; what the objects hold is described.
 RESULT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -49,17 +51,12 @@ RESULT_SCHEMA: dict[str, Any] = {
         "decision": {
             "type": ["object", "null"],
             "description": "The policy's decision: effect, rule and reason (null: none made).",
-            "properties": {
-                "effect": {"type": "string"},
-                "rule": {"type": ["string", "null"]},
-                "reason": {"type": "string"},
-            },
         },
         "metadata": {
             "type": "object",
             "description": "What the tool reported (paths, sizes, sha256, entries left out).",
         },
-        "warnings": {"type": "array", "items": {"type": "string"}},
+        "warnings": {"type": "array", "description": "One line per warning (strings)."},
     },
     "required": ["status", "metadata", "warnings"],
 }
@@ -99,7 +96,7 @@ def result_json(result: ToolResult) -> dict[str, Any]:
         "decision": None
         if decision is None
         else {"effect": decision.effect.value, "rule": decision.rule, "reason": decision.reason},
-        "metadata": _plain(result.tool_metadata),
+        "metadata": result.tool_metadata,
         "warnings": warned,
     }
     return {"content": blocks, "structuredContent": structured, "isError": result.status != "ok"}
@@ -114,14 +111,15 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def _plain(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """``metadata`` as JSON (a value JSON cannot hold becomes its text), so that no tool's
-    metadata can make a result unsendable."""
+def plain_json(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` as JSON data (what JSON cannot hold, such as a tool's own objects in its
+    metadata, becomes its text; a lone surrogate is kept escaped), for a writer that takes
+    nothing else. The stdio server's writer does this itself, without the copy."""
     try:
-        value = orjson.loads(orjson.dumps(metadata, default=str, option=orjson.OPT_NON_STR_KEYS))
+        plain = orjson.loads(orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS))
     except orjson.JSONEncodeError:  # a number past 64 bits, a string with a lone surrogate ...
-        value = json.loads(json.dumps(metadata, default=str, ensure_ascii=True))
-    return value if isinstance(value, dict) else {}
+        plain = json.loads(json.dumps(value, default=str, ensure_ascii=True))
+    return plain if isinstance(plain, dict) else {}
 
 
 def warnings_of(result: ToolResult) -> list[str]:

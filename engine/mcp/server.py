@@ -57,6 +57,7 @@ from stockade.engine.mcp.served import (
     describe,
     fingerprint,
     offer_digest,
+    plain_json,
     result_json,
     tool_entry,
 )
@@ -263,7 +264,7 @@ async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> N
 
 def to_mcp_result(result: ToolResult) -> types.CallToolResult:
     """An engine result as the SDK's model (`result_json` says what it holds)."""
-    return types.CallToolResult.model_validate(result_json(result))
+    return types.CallToolResult.model_validate(plain_json(result_json(result)))
 
 
 def _modern(ctx: ServerRequestContext[Any]) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -275,13 +276,22 @@ class StdioService:
     def _send(self, message: dict[str, Any]) -> None:
         try:
             data = orjson.dumps(message, default=str, option=orjson.OPT_NON_STR_KEYS)
-        except (TypeError, orjson.JSONEncodeError) as exc:  # a lone surrogate, a huge number
-            log.warning("a message could not be written as JSON: %s", printable(exc))
-            data = orjson.dumps(_fallback(message, exc))
+        except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, a number past 64 bits
+            data = _slow_json(message)
         try:
             self._write(data + b"\n")
         except OSError as exc:  # the client went away: its stdin closing ends the server
             log.warning("could not write to the client: %s", exc)
+
+
+def _slow_json(message: dict[str, Any]) -> bytes:
+    """``message`` by the standard library, which escapes a lone surrogate and writes any
+    integer; what even it cannot write becomes an error answer (`_fallback`)."""
+    try:
+        return json.dumps(message, default=str, ensure_ascii=True).encode()
+    except (TypeError, ValueError) as exc:
+        log.warning("a message could not be written as JSON: %s", printable(exc))
+        return orjson.dumps(_fallback(message, exc))
 
 
 def _fallback(message: dict[str, Any], exc: BaseException) -> dict[str, Any]:
