@@ -21,15 +21,28 @@ from __future__ import annotations
 
 import logging
 from time import perf_counter
+from typing import Literal
 
 from stockade.engine.errors import CallError
 from stockade.engine.messages import CallNotes, ErrorInfo, ToolCall, ToolResult
 from stockade.engine.observe import AuditError
 from stockade.engine.observe.records import intent_record, outcome_record
 from stockade.engine.pipeline import Engine
+from stockade.errors import ConfigurationError
 from stockade.policies import Decision, Effect, Request
 
 log = logging.getLogger("stockade.engine")
+
+Approvals = Literal["framework", "engine"]  # who answers the policy's asks
+
+
+def checked_approvals(approvals: str) -> Approvals:
+    """``approvals`` when it is one of the two answers, else a ConfigurationError saying so."""
+    if approvals == "framework":
+        return "framework"
+    if approvals == "engine":
+        return "engine"
+    raise ConfigurationError(f"approvals must be 'framework' or 'engine', not {approvals!r}")
 
 
 async def ask_of(engine: Engine, call: ToolCall) -> Decision | None:

@@ -39,16 +39,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
-from stockade.engine.adapters._asks import ask_of, record_refusal
+from stockade.engine.adapters._asks import Approvals, ask_of, checked_approvals, record_refusal
 from stockade.engine.adapters._extras import MissingExtraError
 from stockade.engine.adapters._text import denial_text, model_text
 from stockade.engine.errors import PermissionDeniedError, UnknownToolError
 from stockade.engine.messages import ToolCall
 from stockade.engine.pipeline import Engine
 from stockade.engine.tools import RegisteredTool
-from stockade.errors import ConfigurationError
 from stockade.policies import Decision
 
 try:
@@ -59,7 +58,6 @@ try:
 except ImportError as exc:  # the optional extra
     raise MissingExtraError.of("openai-agents", "agents") from exc
 
-Approvals = Literal["framework", "engine"]
 SDK = "the OpenAI Agents SDK run"
 
 
@@ -71,13 +69,9 @@ class StockadeTools:
     def __init__(
         self, engine: Engine, *, subject: str = "agent", approvals: Approvals = "framework"
     ) -> None:
-        if approvals not in ("framework", "engine"):
-            raise ConfigurationError(
-                f"approvals must be 'framework' or 'engine', not {approvals!r}"
-            )
         self.engine = engine
         self.subject = subject
-        self.approvals = approvals
+        self.approvals = checked_approvals(approvals)
 
     def function_tools(self) -> list[Tool]:
         """One `FunctionTool` per tool registered now (each enabled while its group is

@@ -37,16 +37,15 @@ Usage::
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from stockade.engine.adapters._asks import ask_of, record_refusal
+from stockade.engine.adapters._asks import Approvals, ask_of, checked_approvals, record_refusal
 from stockade.engine.adapters._extras import MissingExtraError
 from stockade.engine.adapters._text import denial_text, model_text
 from stockade.engine.errors import PermissionDeniedError
 from stockade.engine.messages import ToolCall, new_call_id
 from stockade.engine.pipeline import Approver, Engine
 from stockade.engine.tools import RegisteredTool
-from stockade.errors import ConfigurationError
 from stockade.policies import Decision
 
 try:
@@ -59,7 +58,6 @@ try:
 except ImportError as exc:  # the optional extra
     raise MissingExtraError.of("pydantic-ai", "pydantic_ai") from exc
 
-Approvals = Literal["framework", "engine"]
 RUN = "the pydantic-ai run"
 
 # Arguments reach the engine as the model gave them (a JSON object): the engine validates them
@@ -81,13 +79,9 @@ class StockadeToolset(AbstractToolset[Any]):
         approvals: Approvals = "framework",
         toolset_id: str | None = "stockade",
     ) -> None:
-        if approvals not in ("framework", "engine"):
-            raise ConfigurationError(
-                f"approvals must be 'framework' or 'engine', not {approvals!r}"
-            )
         self.engine = engine
         self.subject = subject
-        self.approvals = approvals
+        self.approvals = checked_approvals(approvals)
         self._id = toolset_id
 
     @property
