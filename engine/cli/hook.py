@@ -27,16 +27,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stockade.engine.adapters.claude_code import (
-    ClaudeCodeJudge,
-    HookInput,
-    parse_hook_input,
-    refusal_record,
-)
 from stockade.engine.cli.common import (
     MountsOption,
     PolicyOption,
@@ -48,6 +42,9 @@ from stockade.engine.cli.session import WORKSPACE, choose_state, mounts_of
 from stockade.engine.observe import AuditLog
 from stockade.errors import ConfigurationError, StockadeError
 from stockade.policies import Policy
+
+if TYPE_CHECKING:  # loaded by the hook's own command only, not by every `stockade` command
+    from stockade.engine.adapters.claude_code import ClaudeCodeJudge, HookInput
 
 BLOCK = 2  # Claude Code's "blocking error": the call does not run, stderr goes to Claude
 _MAX_ERROR = 1000  # characters of an error shown to Claude
@@ -110,6 +107,9 @@ def answer(
     hook: HookInput | None = None
     run = _Run()
     try:
+        # inside the try: even a failure to load the judge blocks the call (exit 2)
+        from stockade.engine.adapters.claude_code import ClaudeCodeJudge, parse_hook_input
+
         hook = parse_hook_input(data)
         workspace = _workspace(options, env, hook)
         policy = _policy(options)
@@ -149,6 +149,8 @@ def _refuse(
     tool = hook.tool_name if hook is not None else None
     line = f"Stockade blocked this {tool or 'tool'} call: {problem}"
     try:
+        from stockade.engine.adapters.claude_code import refusal_record
+
         audit = run.audit
         if audit is None or audit.closed:
             workspace = _workspace(options, env, hook)
