@@ -21,7 +21,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from stockade.engine.builtin.file_support import changed, cut, sha
 from stockade.engine.content import ToolOutput
 from stockade.engine.tools import tool
-from stockade.sandbox import VirtualFS
+from stockade.sandbox import QuotaError, VirtualFS
 from stockade.sandbox.text import decode_text, unified_diff
 
 MAX_EDITS = 100
@@ -91,9 +91,27 @@ def edit_file(
                 f"{label} occurs {count} times in {canonical}{after}; include more surrounding "
                 "text to make it unique, or set replace_all; nothing was written"
             )
+        # the length the text would have, checked before it is built: edits that each multiply
+        # it (replace_all of "a" by "aa", forty times) would otherwise take all the memory there
+        # is, and a dry run of an edit the write would refuse must be refused as well
+        grown = len(text) + count * (len(step.new_text) - len(step.old_text))
+        if grown > fs.max_file_bytes:
+            raise QuotaError(
+                f"{'the edit' if edits is None else f'edit {number} of {len(steps)}'} would make "
+                f"{canonical} at least {grown} "
+                f"bytes, over the {fs.max_file_bytes}-byte limit for one file; nothing was "
+                "written",
+                canonical,
+            )
         text = text.replace(step.old_text, step.new_text)
         replaced += count
     new = text.encode("utf-8")
+    if len(new) > fs.max_file_bytes:  # characters of more than one byte: the write would refuse
+        raise QuotaError(
+            f"the edits would make {canonical} {len(new)} bytes, over the {fs.max_file_bytes}-"
+            "byte limit for one file; nothing was written",
+            canonical,
+        )
     diff, _ = cut(unified_diff(canonical, before, new), "read the file for the rest")
     occurrences = f"{replaced} occurrence{'s' if replaced != 1 else ''}"
     if dry_run:

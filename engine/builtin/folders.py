@@ -30,6 +30,9 @@ from stockade.engine.tools import tool
 from stockade.sandbox import VirtualFS
 
 MAX_EXCLUDES = 100
+MAX_PATTERN_CHARS = 1_000
+# names looked at in one walk, shown or excluded: excluding must not make a walk unbounded
+MAX_LOOKED = 5 * MAX_WALK
 
 
 @tool(paths={"path": "write"}, idempotent=True)
@@ -46,15 +49,30 @@ def create_directory(path: str, fs: VirtualFS) -> ToolOutput:
     return ToolOutput(f"{verb} {canonical}", {"path": canonical, "created": not existed})
 
 
-def _excluded(relative: str, name: str, patterns: list[str]) -> bool:
-    """Whether an entry is left out by ``patterns``: globs matched against its path relative
-    to the tree's root, and, for a pattern without "/", against its name at any depth."""
-    for pattern in patterns:
-        if wcglob.globmatch(relative, pattern, flags=GLOB_FLAGS):
-            return True
-        if "/" not in pattern and wcglob.globmatch(name, pattern, flags=GLOB_FLAGS):
-            return True
-    return False
+class _Excludes:
+    """The exclude patterns, compiled once for the whole walk (matching each entry pattern by
+    pattern would compile nothing twice but still cost a hundred patterns' look-ups per entry):
+    globs matched against an entry's path relative to the tree's root, and, for a pattern
+    without "/", against its name at any depth."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        for pattern in patterns:
+            if len(pattern) > MAX_PATTERN_CHARS:
+                raise ValueError(
+                    f"an exclude_patterns entry is {len(pattern)} characters long, over the "
+                    f"limit of {MAX_PATTERN_CHARS}; give shorter globs"
+                )
+        try:
+            self.paths = wcglob.compile(patterns, flags=GLOB_FLAGS)
+            self.names = wcglob.compile([p for p in patterns if "/" not in p], flags=GLOB_FLAGS)
+        except Exception as exc:  # wcmatch's own (a brace expanding to too many patterns)
+            raise ValueError(
+                f"exclude_patterns cannot be used: {exc}; give simpler globs (a brace such as "
+                "{a,b} expands to one pattern per choice)"
+            ) from None
+
+    def __call__(self, relative: str, name: str) -> bool:
+        return bool(self.paths.match(relative) or self.names.match(name))
 
 
 @tool(read_only=True, paths={"path": "read"})
@@ -70,7 +88,7 @@ def directory_tree(
         path: The folder; default /workspace.
         exclude_patterns: Globs to leave out: a name at any depth ("node_modules"), or a path.
     """
-    patterns = list(exclude_patterns or [])
+    excluded = _Excludes(list(exclude_patterns or []))
     root = fs.canonical(path)
     left_out = LeftOut()
     top: list[dict[str, Any]] = []
@@ -78,12 +96,19 @@ def directory_tree(
     # (a link back up is shown, not followed again), links out of the mount are skipped
     stack: list[tuple[str, str, list[dict[str, Any]]]] = [(root, "", top)]
     seen: set[str] = set()
-    entries = shown = 0  # reached (judged), and shown
+    looked = entries = shown = 0  # names looked at, reached (judged), and shown
     while stack:
         folder, relative, children = stack.pop()
         for name in entries_once(fs, folder, root, seen, left_out):
+            looked += 1
+            if looked > MAX_LOOKED:
+                raise ValueError(
+                    f"more than {MAX_LOOKED} names under {root}, counting those exclude_patterns "
+                    "leave out; ask for a smaller folder, or leave out folders (a folder left "
+                    "out is not gone into)"
+                )
             inner = f"{relative}/{name}" if relative else name
-            if _excluded(inner, name, patterns):
+            if excluded(inner, name):
                 continue
             entries += 1
             if entries > MAX_WALK:

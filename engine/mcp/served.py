@@ -199,7 +199,8 @@ def answer_of(
     if choice == "once":
         return Approve("once")
     scope, _, number = str(choice).partition(":")
-    index = int(number) - 1 if number.isdigit() else -1
+    # ASCII digits only: str.isdigit also takes "²", which int() refuses
+    index = int(number) - 1 if number.isascii() and number.isdigit() else -1
     if scope in ("session", "always") and 0 <= index < len(suggestions):
         return Approve("session" if scope == "session" else "always", suggestions[index])
     offered = "no, once" + (

@@ -16,7 +16,10 @@ handshake, as the SDK's client does with any handshake-era server.
 
 Calls run concurrently, each its own task: a ``notifications/cancelled`` naming one cancels it
 (the engine records it as cancelled and kills its processes) and no answer is sent for it, as
-the protocol says. When stdin closes, the calls still running are cancelled the same way. A
+the protocol says. At most `MAX_RUNNING` calls run at once (one more is answered with error
+-32000, saying so), and while more than `MAX_UNREAD` bytes of answers wait for a client that
+does not read them, no more of its requests are read: what the server holds stays bounded.
+When stdin closes, the calls still running are cancelled the same way. A
 line that is not JSON, or not a JSON-RPC message, gets the JSON-RPC error saying so; nothing a
 client sends stops the server.
 """
@@ -56,7 +59,12 @@ log = logging.getLogger("stockade.mcp")
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 TITLED_FROM = "2025-11-25"  # the revision that spells form choices as oneOf const/title
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+SERVER_BUSY = -32000  # JSON-RPC leaves -32000 to -32099 to servers
 MAX_LINE = 64 << 20  # one message; an engine call refuses arguments far smaller anyway
+# answers waiting for a client that does not read them: past this, no more requests are read
+# until it catches up (with the calls running bounded too, what the server holds is bounded)
+MAX_UNREAD = 16 << 20
+MAX_RUNNING = 256  # calls at once; one more is answered with an error saying so
 INSTRUCTIONS = (
     "Tools run in Stockade's sandbox: paths are under /workspace; a denied call says which "
     "rule refused it and why."
@@ -76,9 +84,15 @@ class StdioService:
     callers), and one not answered within ``elicit_timeout_s`` is refused."""
 
     def __init__(
-        self, engine: Engine, *, name: str = "stockade", elicit_timeout_s: float = 300.0
+        self,
+        engine: Engine,
+        *,
+        name: str = "stockade",
+        elicit_timeout_s: float = 300.0,
+        max_running: int = MAX_RUNNING,
     ) -> None:
         self.engine = engine
+        self.max_running = max_running
         self.name = name
         self.elicit_timeout_s = elicit_timeout_s  # a person may take a while, not for ever
         self.version = VERSIONS[-1]
@@ -91,11 +105,12 @@ class StdioService:
     async def serve(self, stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> None:
         """Serve one client on ``stdin`` and ``stdout`` (the process's by default) until
         ``stdin`` ends; the calls still running then are cancelled and recorded."""
-        reader, self._write, close = await _open(
+        reader, self._write, writable, close = await _open(
             stdin or sys.stdin.buffer, stdout or sys.stdout.buffer
         )
         try:
             while True:
+                await writable.wait()  # the client reads what it was sent, or nothing more is read
                 try:
                     line = await reader.readline()
                 except ValueError:  # a line past MAX_LINE: the reader dropped it
@@ -170,7 +185,9 @@ class StdioService:
 
     def _notification(self, method: str, params: Any) -> None:
         if method == "notifications/cancelled" and isinstance(params, dict):
-            task = self._calls.get(params.get("requestId"))  # type: ignore[arg-type]
+            target = params.get("requestId")
+            # a list or an object is no id (and no key: looking it up would raise)
+            task = self._calls.get(target) if _is_id(target) else None  # type: ignore[arg-type]
             if task is not None:
                 task.cancel()
         # notifications/initialized and the others need nothing done
@@ -198,6 +215,14 @@ class StdioService:
             return
         if ident in self._calls:
             self._error(ident, INVALID_REQUEST, f"a call with id {ident!r} is still running")
+            return
+        if len(self._calls) >= self.max_running:
+            self._error(
+                ident,
+                SERVER_BUSY,
+                f"{len(self._calls)} calls are running, the most this server runs at once; "
+                "send this one again when one of them has been answered",
+            )
             return
         task = asyncio.create_task(
             self._call(ident, ToolCall(name=name, arguments=arguments or {}, subject="mcp"))
@@ -314,10 +339,29 @@ def _no_writer(data: bytes) -> None:
     raise OSError("not serving")
 
 
+class _Flow(asyncio.Protocol):
+    """The writing end's flow control: ``writable`` is clear while more than `MAX_UNREAD` bytes
+    wait for the client to read them."""
+
+    def __init__(self) -> None:
+        self.writable = asyncio.Event()
+        self.writable.set()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.writable.set()  # nobody to wait for: writes fail, and stdin's end ends the server
+
+
 async def _open(
     stdin: IO[bytes], stdout: IO[bytes]
-) -> tuple[asyncio.StreamReader, Callable[[bytes], None], Callable[[], None]]:
-    """A reader of ``stdin``, a writer to ``stdout`` and how to let both go. Pipes (what an MCP
+) -> tuple[asyncio.StreamReader, Callable[[bytes], None], asyncio.Event, Callable[[], None]]:
+    """A reader of ``stdin``, a writer to ``stdout``, whether the client has read enough of
+    what was written for the server to read on, and how to let both go. Pipes (what an MCP
     host gives) are read and written by the event loop; files and other streams, by a thread
     and by blocking writes."""
     loop = asyncio.get_running_loop()
@@ -331,11 +375,13 @@ async def _open(
     except (ValueError, OSError):  # not a pipe, socket or terminal
         threading.Thread(target=_feed, args=(loop, reader, stdin), daemon=True).start()
     out = stdout.fileno()
+    flow = _Flow()
     try:
-        writer_transport, _ = await loop.connect_write_pipe(asyncio.Protocol, stdout)
+        writer_transport, _ = await loop.connect_write_pipe(lambda: flow, stdout)
+        writer_transport.set_write_buffer_limits(high=MAX_UNREAD)
         closers.append(writer_transport.close)
         write: Callable[[bytes], None] = writer_transport.write
-    except (ValueError, OSError):
+    except (ValueError, OSError):  # blocking writes: nothing piles up
 
         def write(data: bytes) -> None:
             view = memoryview(data)
@@ -347,7 +393,7 @@ async def _open(
             with contextlib.suppress(Exception):
                 closer()
 
-    return reader, write, close
+    return reader, write, flow.writable, close
 
 
 def _feed(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader, stdin: IO[bytes]) -> None:
