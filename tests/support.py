@@ -13,7 +13,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from stockade.engine import Engine, ToolCall, ToolChunk
+from mcp import StdioServerParameters
+
+from stockade.engine import Engine, ToolCall, ToolChunk, tool
 
 
 async def until(predicate: Callable[[], object], limit: float = 5.0) -> None:
@@ -138,4 +140,38 @@ def stockade_cli(
         timeout=120,
         cwd=cwd,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+
+
+class Gate:
+    """Opened by a test to let a held engine go on."""
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+
+
+@tool(name="hold")
+async def hold(gate: Gate) -> str:
+    """Hold the engine (this tool runs alone) until the gate opens."""
+    await gate.open.wait()
+    return "held"
+
+
+def serve_params(project: Path, *extra: str) -> StdioServerParameters:
+    """``stockade serve`` over ``project``/ws, with ``project``/docs at /userinput read-only and
+    its state in ``project``/state, as an MCP client starts it."""
+    return StdioServerParameters(
+        command=str(Path(sys.executable).parent / "stockade"),
+        args=[
+            "serve",
+            "--workspace",
+            str(project / "ws"),
+            "--mount",
+            f"/userinput={project / 'docs'}:ro",
+            "--state",
+            str(project / "state"),
+            *extra,
+        ],
+        env={"PATH": os.environ["PATH"]},
+        cwd=str(project),
     )

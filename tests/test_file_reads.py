@@ -11,7 +11,6 @@ Layout of every sandbox (see `build`)::
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 import re
@@ -24,9 +23,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import until
+from support import Gate, hold, until
 
-from stockade.engine import Engine, ToolCall, Toolkit, ToolResult, tool
+from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
 from stockade.engine.builtin import line_ranges
 from stockade.engine.builtin.file_reads import MAX_BLOB_BYTES, read_text
 from stockade.engine.builtin.file_support import MAX_READ_CHARS, lines_of
@@ -41,20 +40,6 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01"
 GIF = b"GIF89a\x01\x00\x01\x00\x80\x00\x00"
 WEBP = b"RIFF\x24\x00\x00\x00WEBPVP8 "
-
-
-class Gate:
-    """Opened by a test to let a held engine go on."""
-
-    def __init__(self) -> None:
-        self.open = asyncio.Event()
-
-
-@tool(name="hold")
-async def hold(gate: Gate) -> str:
-    """Hold the engine (this tool runs alone) until the gate opens."""
-    await gate.open.wait()
-    return "held"
 
 
 class Decided:

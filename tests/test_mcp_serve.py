@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -16,8 +15,8 @@ from typing import Any
 import mcp_types as types
 import psutil
 import pytest
-from mcp import Client, StdioServerParameters
-from support import listening
+from mcp import Client
+from support import listening, serve_params
 
 from stockade.engine import Engine, Toolkit, tool
 from stockade.engine.builtin.shell import add_shell_tools
@@ -44,24 +43,6 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _server(project: Path, *extra: str) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=_stockade(),
-        args=[
-            "serve",
-            "--workspace",
-            str(project / "ws"),
-            "--mount",
-            f"/userinput={project / 'docs'}:ro",
-            "--state",
-            str(project / "state"),
-            *extra,
-        ],
-        env={"PATH": os.environ["PATH"]},
-        cwd=str(project),
-    )
-
-
 async def _accept(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
     return types.ElicitResult(action="accept", content={"approve": True})
 
@@ -78,7 +59,7 @@ def _text(result: types.CallToolResult) -> str:
 async def test_lists_the_file_and_shell_tools_with_schemas_and_annotations(
     project: Path, mode: str
 ) -> None:
-    async with Client(_server(project), mode=mode) as client:
+    async with Client(serve_params(project), mode=mode) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
     assert {"read_text_file", "write_file", "delete_file", "run_shell", "run_python"} <= set(listed)
     read, write, delete, shell = (
@@ -104,7 +85,7 @@ async def test_lists_the_file_and_shell_tools_with_schemas_and_annotations(
 async def test_allowed_denied_and_escaping_calls_and_their_audit_records(
     project: Path, mode: str
 ) -> None:
-    async with Client(_server(project), mode=mode) as client:
+    async with Client(serve_params(project), mode=mode) as client:
         read = await client.call_tool("read_text_file", {"path": "/workspace/notes.txt"})
         spec = await client.call_tool("read_text_file", {"path": "/userinput/spec.md"})
         wrote = await client.call_tool("write_file", {"path": "out.txt", "content": "made"})
@@ -149,7 +130,7 @@ async def test_allowed_denied_and_escaping_calls_and_their_audit_records(
 
 async def test_by_default_the_state_is_kept_outside_the_workspace(project: Path) -> None:
     home = project / "state-home"
-    params = _server(project)
+    params = serve_params(project)
     params.args = [a for a in params.args if a not in ("--state", str(project / "state"))]
     params.env = {**(params.env or {}), "XDG_STATE_HOME": str(home)}
     async with Client(params, mode="legacy") as client:
@@ -171,7 +152,7 @@ async def test_state_kept_in_the_workspace_on_insistence_is_still_out_of_the_age
     workspace = project / "ws"
     policy = workspace / "stockade.toml"
     policy.write_text('version = 1\ndefault = "ask"\n', encoding="utf-8")
-    params = _server(project, "--policy", str(policy), "--state-in-mount")
+    params = serve_params(project, "--policy", str(policy), "--state-in-mount")
     params.args = [str(workspace / ".stockade") if a == str(project / "state") else a
                    for a in params.args]  # fmt: skip
     async with Client(params, mode="legacy") as client:
@@ -211,7 +192,7 @@ async def test_an_ask_goes_to_the_person_through_elicitation(
         asked.append(params.message)
         return await answer(context, params)
 
-    async with Client(_server(project), mode=mode, elicitation_callback=elicit) as client:
+    async with Client(serve_params(project), mode=mode, elicitation_callback=elicit) as client:
         dotenv = await client.call_tool("write_file", {"path": ".env", "content": "KEY=1"})
         plain = await client.call_tool("write_file", {"path": "plain.txt", "content": "p"})
     assert len(asked) == 1  # only the call the policy asks about
@@ -236,7 +217,7 @@ async def test_commands_run_boxed_and_dangerous_ones_are_refused_before_anyone_i
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"approve": True})
 
-    async with Client(_server(project), mode="legacy", elicitation_callback=elicit) as client:
+    async with Client(serve_params(project), mode="legacy", elicitation_callback=elicit) as client:
         ran = await client.call_tool("run_shell", {"command": "cat notes.txt; pwd"})
         rm = await client.call_tool("run_shell", {"command": "rm -rf /"})
     assert not ran.is_error
@@ -258,7 +239,8 @@ async def test_a_client_that_disconnects_mid_call_leaves_the_audit_log_intact(
         return types.ElicitResult(action="accept", content={"approve": True})
 
     async def call_and_walk_away() -> None:
-        async with Client(_server(project), mode="legacy", elicitation_callback=elicit) as client:
+        params = serve_params(project)
+        async with Client(params, mode="legacy", elicitation_callback=elicit) as client:
             task = asyncio.create_task(
                 client.call_tool("run_shell", {"command": "touch started; sleep 61.25"})
             )
@@ -431,7 +413,7 @@ def test_malformed_requests_and_huge_arguments_get_errors_and_the_server_goes_on
 ) -> None:
     """Raw JSON-RPC, as a broken client would send it: junk lines, a request of an unknown
     method, a call with 2 MB of arguments. Each gets an error; the next call still works."""
-    params = _server(project)
+    params = serve_params(project)
     process = subprocess.Popen(
         [params.command, *params.args],
         stdin=subprocess.PIPE,

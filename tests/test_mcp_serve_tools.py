@@ -8,12 +8,12 @@ from __future__ import annotations
 import base64
 import json
 import os
-import sys
 from pathlib import Path
 
 import mcp_types as types
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
+from support import serve_params
 
 from stockade.engine.observe import read_audit, verify_audit
 
@@ -43,30 +43,13 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _server(project: Path) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=str(Path(sys.executable).parent / "stockade"),
-        args=[
-            "serve",
-            "--workspace",
-            str(project / "ws"),
-            "--mount",
-            f"/userinput={project / 'docs'}:ro",
-            "--state",
-            str(project / "state"),
-        ],
-        env={"PATH": os.environ["PATH"]},
-        cwd=str(project),
-    )
-
-
 def _text(result: types.CallToolResult) -> str:
     return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_the_new_file_tools_through_the_mcp_client(project: Path, mode: str) -> None:
-    async with Client(_server(project), mode=mode) as client:
+    async with Client(serve_params(project), mode=mode) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         image = await client.call_tool("read_media_file", {"path": "logo.png"})
         several = await client.call_tool(

@@ -21,7 +21,6 @@ Layout of every workspace (``ws``, mounted at /workspace)::
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from support import until
+from support import Gate, hold, until
 
-from stockade.engine import Engine, ToolCall, Toolkit, ToolResult, tool
+from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
 from stockade.engine.builtin.files import add_file_tools
 from stockade.policies import Decision, Effect, Policy, Request
 from stockade.sandbox import Mount, VirtualFS
@@ -44,20 +43,6 @@ SECRETS = {
 }
 HOOK = "#!/bin/sh\necho the original hook\n"
 PRESETS = ("default", "permissive")
-
-
-class Gate:
-    """Opened by the test to let the engine go on."""
-
-    def __init__(self) -> None:
-        self.open = asyncio.Event()
-
-
-@tool(name="hold")
-async def hold(gate: Gate) -> str:
-    """Hold the engine (this tool runs alone) until the gate opens."""
-    await gate.open.wait()
-    return "held"
 
 
 class Decisions:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stdio_peer import Peer
 
 from stockade.engine import Engine, ToolCall, Toolkit, ToolResult
 from stockade.engine.builtin import line_ranges
@@ -371,65 +371,13 @@ ASKING = Policy.from_dict(
 )
 
 
-class Peer:
-    """The client's end of the two pipes, and the server task."""
-
-    def __init__(self, service: StdioService) -> None:
-        in_read, self._in = os.pipe()
-        self._out, out_write = os.pipe()
-        self.stdin = os.fdopen(in_read, "rb", buffering=0)
-        self.stdout = os.fdopen(out_write, "wb", buffering=0)
-        self.task = asyncio.create_task(service.serve(self.stdin, self.stdout))
-        self.reader = asyncio.StreamReader(limit=1 << 26)
-
-    async def start(self, capabilities: dict[str, Any] | None = None) -> None:
-        loop = asyncio.get_running_loop()
-        self.reading, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(self.reader), os.fdopen(self._out, "rb")
-        )
-        params = {"protocolVersion": "2025-06-18", "capabilities": capabilities or {}}
-        assert "result" in await self.request(0, "initialize", params)
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, message: dict[str, Any] | bytes) -> None:
-        data = message if isinstance(message, bytes) else orjson_line(message)
-        os.write(self._in, data + b"\n")
-
-    async def receive(self) -> dict[str, Any]:
-        async with asyncio.timeout(20):
-            line = await self.reader.readline()
-        assert line, "the server closed its output"
-        message: dict[str, Any] = json.loads(line)
-        return message
-
-    async def request(self, ident: Any, method: str, params: dict[str, Any] | None = None) -> Any:
-        self.send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params or {}})
-        return await self.receive()
-
-    async def alive(self) -> None:
-        """The server still answers (the next message it sends is the ping's answer)."""
-        assert await self.request("ping-1", "ping") == {
-            "jsonrpc": "2.0",
-            "id": "ping-1",
-            "result": {},
-        }
-
-    async def close(self) -> None:
-        os.close(self._in)
-        await asyncio.wait_for(self.task, 20)
-        assert self.task.exception() is None
-
-
-def orjson_line(message: dict[str, Any]) -> bytes:
-    return json.dumps(message).encode()
-
-
 @pytest.fixture
 async def served(make: Callable[..., Box]) -> AsyncIterator[tuple[Box, Peer]]:
     box = make(ASKING)
     (box.ws / "asked").mkdir()
     peer = Peer(StdioService(box.engine))
-    await peer.start({"elicitation": {}})
+    await peer.start()
+    await peer.initialize({"elicitation": {}})
     yield box, peer
     await peer.close()
 
@@ -518,7 +466,9 @@ async def test_a_client_that_does_not_read_stops_being_read(
     (box.ws / "big.txt").write_text("x" * 150_000 + "\n")
     peer = Peer(StdioService(box.engine))
     await peer.start()
+    await peer.initialize()
     params = {"name": "read_text_file", "arguments": {"path": "big.txt"}}
+    assert peer.reading is not None
     peer.reading.pause_reading()
     for ident in range(1, 21):  # sent one by one, and never read meanwhile
         peer.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params})
@@ -539,7 +489,8 @@ async def test_calls_past_the_most_running_at_once_are_answered_busy(
     box = make(ASKING)
     (box.ws / "asked").mkdir()
     peer = Peer(StdioService(box.engine, max_running=2))
-    await peer.start({"elicitation": {}})
+    await peer.start()
+    await peer.initialize({"elicitation": {}})
     for ident in (1, 2):  # each waits for its question to be answered
         call = {"name": "write_file", "arguments": {"path": f"asked/{ident}.txt", "content": ""}}
         peer.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": call})
