@@ -10,8 +10,9 @@ Each figure is the median wall time (ms) of a new process, over rounds that alte
 measured, so machine noise hits all alike:
 
 1. ``python -c pass``: the interpreter starting (the baseline);
-2. ``python -c "import stockade.engine"``: the library (the package's names, the pipeline, the
-   policies and the sandbox; no CLI, MCP or tracing SDK);
+2. ``python -c "from stockade.engine import Engine"``: the library (the pipeline, the policies
+   and the sandbox; no CLI, MCP or tracing SDK; ``import stockade.engine`` alone loads nothing
+   until a name is used);
 3. ``stockade version``: the console script, through the CLI framework;
 4. with ``--other PYTHON``: 2 and 3 for that interpreter's install (``--other-module`` names
    the module its library imports as; its ``stockade`` script is found beside the
@@ -38,7 +39,7 @@ def ways(python: str, module: str, label: str) -> list[Way]:
     """The commands measured for one install."""
     script = str(Path(python).parent / "stockade")
     return [
-        (f"import {module}{label}", [python, "-c", f"import {module}"]),
+        (f"from {module} import Engine{label}", [python, "-c", f"from {module} import Engine"]),
         (f"stockade version{label}", [script, "version"]),
     ]
 

@@ -1,21 +1,24 @@
 """`stockade serve` beside the reference filesystem MCP server, on the same folder, in one run.
 
     python benchmarks/bench_mcp_server.py --install-reference   # fetch it from npm first
-    python benchmarks/bench_mcp_server.py                       # about 40 seconds
+    python benchmarks/bench_mcp_server.py                       # about a minute
     python benchmarks/bench_mcp_server.py --quick               # a smoke run
     python benchmarks/bench_mcp_server.py --json
 
 The reference is ``@modelcontextprotocol/server-filesystem`` (the version pinned below, run by
 Node.js), installed with ``--install-reference`` into ``benchmarks/.reference-mcp`` (npm must be
-on PATH; without it, or without the install, its rows say so). Both servers are driven by the
-``mcp`` SDK's client over stdio, as an MCP host would drive them:
+on PATH; without it, or without the install, its rows say so). Each measure alternates the
+servers call by call or spawn by spawn, so the machine's noise hits them alike, and gives the
+median milliseconds:
 
-- per-call latency: one session with each server, the same call alternating between them call by
-  call (reading a 4 KiB text file: ``read_text_file``), so the machine's noise hits both alike;
-  the figure is the median milliseconds per call over the whole round trip (client encode,
-  pipe, server, pipe, client decode);
-- start-up: from spawning the server to having its tool list (``initialize`` then
-  ``tools/list``), alternating the servers spawn by spawn; the median.
+- per-call latency, the server's round trip: one session with each server driven by a minimal
+  client that writes a JSON-RPC request line and reads the answer line (what the server costs
+  a host), reading a 4 KiB text file with ``read_text_file``;
+- the same calls through the ``mcp`` SDK's Python client (what a Python host sees: the client's
+  own work, about half a millisecond a call, is paid alike for both servers);
+- start-up, from spawning the server to having its tool list (``initialize`` then
+  ``tools/list``) through the SDK's client: ``stockade serve --warm`` (forked from a warm
+  Stockade, started by a first run before timing), and a cold ``stockade serve``.
 
 Stockade's call includes everything a call does there: the policy decision, the guarded VFS
 read, the audit record and the span; the reference server checks the path against its allowed
@@ -25,8 +28,11 @@ folders and reads the file.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -75,16 +81,21 @@ def reference_missing() -> str | None:
     return None
 
 
-def servers(folder: Path, state: Path) -> dict[str, StdioServerParameters]:
-    """How each server is started on ``folder`` (Stockade's state outside it)."""
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
+def servers(folder: Path, state: Path, runtime: Path) -> dict[str, StdioServerParameters]:
+    """How each server is started on ``folder`` (Stockade's state outside it, its warm servers
+    in ``runtime``)."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/root"),
+        "XDG_RUNTIME_DIR": str(runtime),
+    }
     stockade = Path(sys.executable).parent / "stockade"
+    args = ["serve", "--workspace", str(folder), "--state", str(state)]
     found = {
-        "stockade serve": StdioServerParameters(
-            command=str(stockade),
-            args=["serve", "--workspace", str(folder), "--state", str(state)],
-            env=env,
-        )
+        "stockade serve --warm": StdioServerParameters(
+            command=str(stockade), args=[*args, "--warm"], env=env
+        ),
+        "stockade serve": StdioServerParameters(command=str(stockade), args=args, env=env),
     }
     if reference_missing() is None:
         found["reference server"] = StdioServerParameters(
@@ -95,14 +106,75 @@ def servers(folder: Path, state: Path) -> dict[str, StdioServerParameters]:
 
 def read_arguments(name: str, folder: Path) -> dict[str, Any]:
     """The same read, spelled as each server wants its path."""
-    path = "/workspace/page.txt" if name == "stockade serve" else str(folder / "page.txt")
+    path = str(folder / "page.txt") if name == "reference server" else "/workspace/page.txt"
     return {"path": path}
+
+
+class LineClient:
+    """A minimal MCP client over stdio: one request line written, one answer line read."""
+
+    def __init__(self, params: StdioServerParameters) -> None:
+        self.process = subprocess.Popen(
+            [params.command, *params.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=params.env,
+        )
+        self.ident = 0
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "b"}}
+        self.ask("initialize", hello)
+        self.tell("notifications/initialized")
+
+    def tell(self, method: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", "method": method}).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.ident += 1
+        line = {"jsonrpc": "2.0", "id": self.ident, "method": method, "params": params}
+        self.process.stdin.write(json.dumps(line).encode() + b"\n")
+        self.process.stdin.flush()
+        while True:  # skip notifications (the reference logs through them)
+            answer: dict[str, Any] = json.loads(self.process.stdout.readline())
+            if answer.get("id") == self.ident:
+                return answer
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def round_trips(
+    params: dict[str, StdioServerParameters], folder: Path, calls: int
+) -> dict[str, list[float]]:
+    """Milliseconds of each call through `LineClient`, alternating the servers call by call."""
+    clients = {name: LineClient(p) for name, p in params.items()}
+    try:
+        ways: dict[str, Callable[[], object]] = {}
+        for name, client in clients.items():
+            call = {"name": "read_text_file", "arguments": read_arguments(name, folder)}
+
+            def way(client: LineClient = client, call: dict[str, Any] = call) -> None:
+                answer = client.ask("tools/call", call)
+                if answer["result"].get("isError"):
+                    raise RuntimeError(f"the read failed: {answer}")
+
+            ways[name] = way
+        return options.alternating_samples(ways, calls, warm_up=20)
+    finally:
+        for client in clients.values():
+            client.close()
 
 
 async def latency(
     params: dict[str, StdioServerParameters], folder: Path, calls: int
 ) -> dict[str, list[float]]:
-    """Milliseconds of each call, alternating between the servers call by call."""
+    """Milliseconds of each call through the SDK's client, alternating call by call."""
     samples: dict[str, list[float]] = {name: [] for name in params}
     async with AsyncExitStack() as stack:  # closed in reverse order, as the SDK needs
         clients = {
@@ -146,33 +218,67 @@ async def start_up(params: dict[str, StdioServerParameters], rounds: int) -> dic
     return samples
 
 
+async def start_warm_server(params: StdioServerParameters, runtime: Path) -> None:
+    """A first ``--warm`` start runs cold and starts the warm server: wait until it listens."""
+    async with Client(params, mode="legacy") as client:
+        await client.list_tools()
+    deadline = perf_counter() + 60
+    while not _listening(runtime):
+        if perf_counter() > deadline:
+            raise RuntimeError("the warm server did not start within 60 s")
+        await asyncio.sleep(0.05)
+
+
+def _listening(runtime: Path) -> bool:
+    return any(runtime.glob("stockade/*.sock"))
+
+
+def stop_warm_servers(runtime: Path) -> None:
+    for lock in runtime.glob("stockade/*.lock"):
+        text = lock.read_text().strip()
+        if text.isdigit():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(text), signal.SIGTERM)
+
+
 def run(quick: bool) -> options.Rows:
-    """Both measures on a fresh folder holding the 4 KiB file."""
+    """The measures on a fresh folder holding the 4 KiB file."""
     calls, rounds = (50, 3) if quick else (500, 15)
     with tempfile.TemporaryDirectory() as base:
         folder, state = Path(base) / "project", Path(base) / "state"
+        runtime = Path(tempfile.mkdtemp(prefix="warm-", dir="/tmp"))  # a socket path is short
         folder.mkdir()
         (folder / "page.txt").write_text(("x" * 63 + "\n") * (FILE_BYTES // 64))
-        params = servers(folder, state)
+        params = servers(folder, state, runtime)
+        calling = {name: p for name, p in params.items() if name != "stockade serve --warm"}
         print(f"measuring {', '.join(params)} ...", file=sys.stderr)
-        calls_ms = asyncio.run(latency(params, folder, calls))
-        starts_ms = asyncio.run(start_up(params, rounds))
+        try:
+            asyncio.run(start_warm_server(params["stockade serve --warm"], runtime))
+            trips_ms = round_trips(calling, folder, calls)
+            calls_ms = asyncio.run(latency(calling, folder, calls))
+            starts_ms = asyncio.run(start_up(params, rounds))
+        finally:
+            stop_warm_servers(runtime)
+            shutil.rmtree(runtime, ignore_errors=True)
     rows: options.Rows = []
-    for measure, samples, count, target in (
-        ("read_text_file of 4 KiB, ms per call", calls_ms, calls, 0.8),
-        ("spawn to tool list, ms", starts_ms, rounds, 1.0),
+    for measure, ours, samples, count, target in (
+        ("read_text_file 4 KiB, round trip", "stockade serve", trips_ms, calls, 0.8),
+        ("read_text_file 4 KiB, SDK client", "stockade serve", calls_ms, calls, None),
+        ("spawn to tool list, --warm", "stockade serve --warm", starts_ms, rounds, 1.0),
+        ("spawn to tool list, cold", "stockade serve", starts_ms, rounds, None),
     ):
         medians = {name: statistics.median(values) for name, values in samples.items()}
         theirs = medians.get("reference server")
-        ours = medians["stockade serve"]
+        mine = medians[ours]
+        ratio = None if theirs is None else mine / theirs
         rows.append(
             {
                 "measure": measure,
-                "stockade_ms": round(ours, 3),
+                "stockade_ms": round(mine, 3),
                 "reference_ms": None if theirs is None else round(theirs, 3),
-                "ratio": None if theirs is None else round(ours / theirs, 2),
-                "target": f"<= {target}x",
-                "meets_target": None if theirs is None else ours / theirs <= target,
+                "ratio": None if ratio is None else round(ratio, 2),
+                "target": "" if target is None else f"<= {target}x",
+                "meets_target": None if ratio is None or target is None else ratio <= target,
                 "samples": count,
                 "note": reference_missing(),
             }
@@ -182,13 +288,13 @@ def run(quick: bool) -> options.Rows:
 
 def table(rows: options.Rows) -> None:
     header = ("measure", "stockade ms", "reference ms", "ratio", "target", "met")
-    print("{:38} {:>12} {:>13} {:>7}  {:8} {}".format(*header))
+    print("{:36} {:>12} {:>13} {:>7}  {:8} {}".format(*header))
     for r in rows:
         theirs = "" if r["reference_ms"] is None else f"{r['reference_ms']:.2f}"
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}x"
         met = {None: "", True: "yes", False: "NO"}[r["meets_target"]]
         print(
-            f"{r['measure']:38} {r['stockade_ms']:>12.2f} {theirs:>13} {ratio:>7}  "
+            f"{r['measure']:36} {r['stockade_ms']:>12.2f} {theirs:>13} {ratio:>7}  "
             f"{r['target']:8} {met}"
         )
     if rows and rows[0]["note"]:

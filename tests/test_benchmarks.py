@@ -162,9 +162,27 @@ def test_peers_benchmark_quick_run_reports_every_way_or_that_its_peer_is_missing
 
 def test_import_benchmark_times_the_library_and_the_command_against_the_interpreter() -> None:
     rows = {r["measure"]: r for r in quick_json("bench_import.py")}
-    assert set(rows) == {"python -c pass", "import stockade.engine", "stockade version"}
+    assert set(rows) == {
+        "python -c pass",
+        "from stockade.engine import Engine",
+        "stockade version",
+    }
     assert rows["python -c pass"]["over_start_ms"] == 0
     assert all(r["ms"] > 0 for r in rows.values())
+
+
+def test_mcp_server_benchmark_quick_run_reports_round_trips_and_both_start_ups() -> None:
+    rows = {r["measure"]: r for r in quick_json("bench_mcp_server.py")}
+    assert set(rows) == {
+        "read_text_file 4 KiB, round trip",
+        "read_text_file 4 KiB, SDK client",
+        "spawn to tool list, --warm",
+        "spawn to tool list, cold",
+    }
+    assert all(r["stockade_ms"] > 0 for r in rows.values())
+    for row in rows.values():  # the reference's figures, or why there are none
+        assert (row["reference_ms"] is None) == (row["note"] is not None)
+    assert rows["spawn to tool list, --warm"]["target"] == "<= 1.0x"
 
 
 def test_run_all_quick_run_prints_every_figure_in_one_table_with_progress() -> None:
@@ -201,7 +219,7 @@ def test_run_all_quick_run_prints_every_figure_in_one_table_with_progress() -> N
         "VirtualFS list 10,000 entries",
         "start to exit of true: run_process, no isolation",
         "hung tree of 3: gone after deadline (none)",
-        "import stockade.engine",
+        "from stockade.engine import Engine",
         "stockade version",
         *MASKS,
     ]

@@ -477,3 +477,27 @@ async def test_an_approval_nobody_answers_is_refused_after_the_elicitation_timeo
             )
     assert result.is_error
     assert "no answer within 0.5 s" in _text(result)
+
+
+@pytest.mark.parametrize("stdin", ["/dev/null", "a file of requests"])
+def test_serve_reads_stdin_that_is_no_pipe_and_ends_with_it(tmp_path: Path, stdin: str) -> None:
+    """A server started with stdin from /dev/null or a file (a script, a service manager) reads
+    what is there and exits 0; /dev/null once left it hanging on an error epoll raised late."""
+    (tmp_path / "ws").mkdir()
+    source = tmp_path / "requests.jsonl"
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+    source.write_text(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}) + "\n"
+    )
+    with open("/dev/null" if stdin == "/dev/null" else source, "rb") as given:
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "stockade"), "serve", "--workspace",
+             str(tmp_path / "ws"), "--state", str(tmp_path / "state")],
+            stdin=given, capture_output=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert b"Traceback" not in done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answers == ([] if stdin == "/dev/null" else [answers[0]])
+    if answers:
+        assert answers[0]["result"]["serverInfo"]["name"]

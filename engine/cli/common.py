@@ -22,14 +22,23 @@ import typer
 
 from stockade.policies import Policy, PolicyError
 
+USAGE = 2  # exit code of a command given wrong options or arguments (typer's own, too)
 
-def fail(message: str) -> NoReturn:
-    """Print ``error: message`` on stderr (no traceback) and exit 1."""
+
+def fail(message: str, *, code: int = 1) -> NoReturn:
+    """Print ``error: message`` on stderr (no traceback) and exit ``code`` (1: the command ran
+    into a problem; `usage` for wrong options)."""
     from rich.console import Console
 
     # soft wrap: one line however long, so a script (or grep) sees the whole message
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(1)
+    raise typer.Exit(code)
+
+
+def usage(message: str) -> NoReturn:
+    """Wrong options or arguments: ``error: message`` on stderr and exit 2, as typer's own
+    usage errors do."""
+    fail(message, code=USAGE)
 
 
 def load_policy(file: Path | None, preset: str | None) -> Policy:
@@ -66,6 +75,17 @@ StateInMountOption = Annotated[
         "--state-in-mount",
         help="Keep --state even inside the workspace or another writable mount, where the agent "
         "could reach it (Stockade's policy still denies it to every tool).",
+    ),
+]
+# read by `stockade.engine.cli.main` before the command is parsed (see warm.py); here, so that
+# the command accepts it, lists it in --help, and runs cold the same with it
+WarmOption = Annotated[
+    bool,
+    typer.Option(
+        "--warm",
+        help="Start in a few milliseconds, forked from a warm Stockade kept for this user (the "
+        "first start runs cold and starts it; it exits after STOCKADE_WARM_IDLE seconds, 900 "
+        "by default, without a client).",
     ),
 ]
 

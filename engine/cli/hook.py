@@ -37,6 +37,7 @@ from stockade.engine.cli.common import (
     PresetOption,
     StateInMountOption,
     StateOption,
+    WarmOption,
 )
 from stockade.engine.cli.session import WORKSPACE, choose_state, mounts_of
 from stockade.engine.observe import AuditLog
@@ -199,6 +200,7 @@ def claude_code(
     preset: PresetOption = None,
     state: StateOption = None,
     state_in_mount: StateInMountOption = False,
+    warm: WarmOption = False,  # taken before parsing: see stockade.engine.cli.warm
 ) -> None:
     """Decide one Claude Code tool call (PreToolUse hook JSON on stdin) by the policy: prints
     Claude Code's decision (exit 0), or exits 2 saying why it could not decide."""

@@ -25,6 +25,7 @@ from stockade.engine.cli.common import (
     PresetOption,
     StateInMountOption,
     StateOption,
+    WarmOption,
     fail,
     load_policy,
 )
@@ -51,6 +52,7 @@ def serve(
     ] = True,
     state: StateOption = None,
     state_in_mount: StateInMountOption = False,
+    warm: WarmOption = False,  # taken before parsing: see stockade.engine.cli.warm
 ) -> None:
     """Serve the sandboxed file and shell tools to MCP clients (stdio unless --http)."""
     policy = load_policy(policy_file, preset)

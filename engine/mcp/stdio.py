@@ -31,6 +31,7 @@ import contextlib
 import json
 import logging
 import os
+import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -367,21 +368,21 @@ async def _open(
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE)
     closers: list[Callable[[], None]] = []
-    try:
+    if _watchable(stdin):
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), stdin
         )
         closers.append(transport.close)
-    except (ValueError, OSError):  # not a pipe, socket or terminal
+    else:
         threading.Thread(target=_feed, args=(loop, reader, stdin), daemon=True).start()
     out = stdout.fileno()
     flow = _Flow()
-    try:
+    if _watchable(stdout):
         writer_transport, _ = await loop.connect_write_pipe(lambda: flow, stdout)
         writer_transport.set_write_buffer_limits(high=MAX_UNREAD)
         closers.append(writer_transport.close)
         write: Callable[[bytes], None] = writer_transport.write
-    except (ValueError, OSError):  # blocking writes: nothing piles up
+    else:  # blocking writes: nothing piles up
 
         def write(data: bytes) -> None:
             view = memoryview(data)
@@ -394,6 +395,18 @@ async def _open(
                 closer()
 
     return reader, write, flow.writable, close
+
+
+def _watchable(stream: IO[bytes]) -> bool:
+    """Whether the event loop can watch ``stream``: a pipe, a socket or a terminal. Other
+    character devices (``/dev/null``) pass asyncio's own check but are refused by epoll later,
+    in a callback, where the failure cannot be caught; files are refused outright."""
+    try:
+        fd = stream.fileno()
+        mode = os.fstat(fd).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 def _feed(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader, stdin: IO[bytes]) -> None:

@@ -267,16 +267,14 @@ class CallTracer:
         open_spans = self.spans.get(id(call))
         if not open_spans:
             return
-        span = open_spans[-1]
-        span.set_attribute("stockade.decision.effect", decision.effect.value)
+        found: dict[str, Any] = {"stockade.decision.effect": decision.effect.value}
         if decision.rule is not None:
-            span.set_attribute("stockade.decision.rule", decision.rule)
+            found["stockade.decision.rule"] = decision.rule
         if request.paths:
-            span.set_attribute(
-                "stockade.paths", [f"{access}:{path}" for path, access in request.paths]
-            )
+            found["stockade.paths"] = [f"{access}:{path}" for path, access in request.paths]
         if request.command is not None:
-            span.set_attribute("stockade.command", redact(request.command))
+            found["stockade.command"] = redact(request.command)
+        open_spans[-1].set_attributes(found)  # one call: the span's lock is taken once
 
     def ended(self, call: ToolCall, result: ToolResult) -> None:
         """Close the span of ``call`` with how it ended."""
@@ -292,19 +290,22 @@ class CallTracer:
         self._close(span, result)
 
     def _close(self, span: Span, result: ToolResult) -> None:
-        span.set_attribute("stockade.status", result.status)
-        span.set_attribute("stockade.attempts", result.attempts)
+        ending: dict[str, Any] = {
+            "stockade.status": result.status,
+            "stockade.attempts": result.attempts,
+        }
         decision = result.decision
         if decision is not None:
-            span.set_attribute("stockade.decision.effect", decision.effect.value)
+            ending["stockade.decision.effect"] = decision.effect.value
             if decision.rule is not None:
-                span.set_attribute("stockade.decision.rule", decision.rule)
+                ending["stockade.decision.rule"] = decision.rule
+        if self.record_content and result.content:
+            ending["gen_ai.tool.call.result"] = recorded(text_of(result.content))
+        if result.error is not None:
+            ending["error.type"] = result.error.type
+        span.set_attributes(ending)
         if result.notes is not None:
             self._notes(span, result.notes)
-        if self.record_content and result.content:
-            span.set_attribute("gen_ai.tool.call.result", recorded(text_of(result.content)))
-        if result.error is not None:
-            span.set_attribute("error.type", result.error.type)
         if result.status not in ("ok", "pending"):
             message = result.error.message if result.error is not None else result.status
             span.set_status(Status(StatusCode.ERROR, f"{result.status}: {message}"[:500]))

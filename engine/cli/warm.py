@@ -1,0 +1,250 @@
+"""Warm starts: ``stockade serve --warm`` and ``stockade hook claude-code --warm`` run in a process
+forked from a warm Stockade kept for this user, instead of loading every module anew.
+
+Loading the engine's modules takes about 0.3 s, which an MCP host pays at each spawn and a hook
+at each tool call. With ``--warm``, this module (which loads nothing heavy) connects to the warm
+server over a Unix socket and hands it the command line, the environment, the working folder,
+the umask and its own stdin, stdout and stderr. The warm server forks, and the fork runs the
+command exactly as a cold start would, on those very files. This process stays as the command's
+stand-in: it forwards SIGINT, SIGTERM and SIGHUP to the fork and exits with the fork's exit code;
+if it dies, the warm server stops the fork. With no warm server running, the command runs cold
+here and starts one for next time (``warm_server``), which exits after ``STOCKADE_WARM_IDLE``
+seconds (default 900) without a client.
+
+Who may use a warm server: only a process in the warm server's own context, checked by the
+server from ``/proc`` at each connection: the same user and groups, the same namespaces (mount,
+pid, network, user ...), cgroup, capabilities, no_new_privs and seccomp state and resource
+limits, running the same Stockade code. A process that differs (a command sandboxed by
+Stockade differs in nearly all of these) is refused, so a warm server never runs anything a
+client could not have run itself; the socket also lies in a folder only the user can open
+(``$XDG_RUNTIME_DIR/stockade``, else ``/tmp/stockade-<uid>``, checked for owner and mode), and
+the server's name holds a digest of that context and of the code, so a client finds only a
+server like itself.
+
+Why by hand: no library forks a prepared Python process for a command line; this is the
+fork-server of tools such as Emacs' daemon, kept to what Stockade's commands need.
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import stat
+import struct
+import sys
+from pathlib import Path
+
+WARM_COMMANDS = frozenset({"serve", "hook"})
+WARM_FLAG = "--warm"
+IDLE_ENV = "STOCKADE_WARM_IDLE"
+DEFAULT_IDLE_S = 900.0
+_CONTEXT_FIELDS = (
+    b"Uid:",
+    b"Gid:",
+    b"Groups:",
+    b"NoNewPrivs:",
+    b"Seccomp:",
+    b"CapInh:",
+    b"CapPrm:",
+    b"CapEff:",
+    b"CapBnd:",
+    b"CapAmb:",
+)
+_NAMESPACES = ("cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts")
+_HEADER = struct.Struct("!I")  # the length of the request that follows it
+_MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
+_SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux's number; Python 3.11 lacks the name
+
+
+def failure_code(argv: list[str]) -> int:
+    """The exit code of a command that could not run: 2 for a hook (its host blocks the call on
+    2 alone, and lets it run on any other failure), else 1."""
+    return 2 if len(argv) > 1 and argv[1] == "hook" else 1
+
+
+def wants_warm(argv: list[str]) -> bool:
+    """Whether this command line asks for a warm start (``--warm`` on a command that has it)."""
+    return len(argv) > 1 and argv[1] in WARM_COMMANDS and WARM_FLAG in argv[2:]
+
+
+def process_context(pid: int | str = "self") -> bytes:
+    """What must match between a warm server and its client: the process's user, groups,
+    namespaces, cgroup, capabilities, no_new_privs, seccomp and resource limits, as ``/proc``
+    shows them now. Raises OSError when the process is gone."""
+    base = f"/proc/{pid}"
+    parts = []
+    for name in _NAMESPACES:
+        try:
+            parts.append(os.readlink(f"{base}/ns/{name}").encode())
+        except FileNotFoundError:  # a kernel without this namespace: absent for both sides
+            parts.append(b"-")
+    with open(f"{base}/status", "rb") as status:
+        parts += [line.strip() for line in status if line.startswith(_CONTEXT_FIELDS)]
+    for name in ("cgroup", "limits"):
+        with open(f"{base}/{name}", "rb") as text:
+            parts.append(text.read())
+    return b"\n".join(parts)
+
+
+def code_digest() -> bytes:
+    """The identity of the running Stockade code: the interpreter, the environment and each
+    module file's name, size and modification time (a change to any makes a new warm server)."""
+    root = Path(__file__).resolve().parents[2]  # the folder holding engine/, policies/, sandbox/
+    seen = [sys.executable.encode(), sys.prefix.encode(), str(root).encode()]
+    pending = [root / "engine", root / "policies", root / "sandbox"]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
+                    pending.append(Path(entry.path))
+                elif entry.name.endswith((".py", ".toml")):
+                    info = entry.stat(follow_symlinks=False)
+                    seen.append(f"{entry.path} {info.st_size} {info.st_mtime_ns}".encode())
+    return b"\n".join(sorted(seen))
+
+
+def socket_folder() -> Path | None:
+    """The folder of this user's warm servers, created private; None when it cannot be trusted
+    (another owner, open to others, not a folder)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    folder = Path(runtime, "stockade") if runtime else Path(f"/tmp/stockade-{os.getuid()}")
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None
+    return folder
+
+
+def socket_path() -> Path | None:
+    """Where the warm server for this process's context and code listens, or None (see
+    `socket_folder`; also when the path would be too long for a Unix socket)."""
+    folder = socket_folder()
+    if folder is None:
+        return None
+    digest = hashlib.sha256(process_context() + b"\0" + code_digest()).hexdigest()[:24]
+    path = folder / f"warm-{digest}.sock"
+    return path if len(str(path)) <= _MAX_SOCKET_PATH else None
+
+
+def peer_credentials(connection: socket.socket) -> tuple[int, int, int]:
+    """The (pid, uid, gid) of the process at the other end of a Unix socket."""
+    raw = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", raw)
+    return pid, uid, gid
+
+
+def peer_pidfd(connection: socket.socket) -> int | None:
+    """A pidfd of the process at the other end (Linux 6.5 and later), or None without one."""
+    try:
+        raw = connection.getsockopt(socket.SOL_SOCKET, _SO_PEERPIDFD, 4)
+    except OSError:
+        return None
+    return int(struct.unpack("i", raw)[0])
+
+
+def still_running(pidfd: int) -> bool:
+    """Whether the process of ``pidfd`` has not exited (its pid cannot have been reused)."""
+    watch = select.poll()
+    watch.register(pidfd, select.POLLIN)  # a pidfd turns readable when its process exits
+    return not watch.poll(0)
+
+
+def run_warm(argv: list[str]) -> int | None:
+    """Run ``argv`` in a fork of the warm server and return its exit code; None when there is
+    no warm server to use (one is then started for next time, and the caller runs cold)."""
+    path = socket_path()
+    if path is None:
+        return None
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(str(path))
+    except OSError:
+        connection.close()
+        _start_server(path)
+        return None
+    with connection:
+        if peer_credentials(connection)[1] != os.getuid():
+            return None  # not ours (the folder is private, so this is not expected)
+        request = {
+            "argv": argv,
+            "cwd": os.getcwd(),
+            "env": dict(os.environ),
+            "umask": _umask(),
+        }
+        payload = json.dumps(request).encode("utf-8", "surrogateescape")
+        fds = array.array("i", [0, 1, 2])
+        connection.sendmsg(
+            [_HEADER.pack(len(payload))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
+        )
+        connection.sendall(payload)
+        return _stand_in(connection, failure_code(argv))
+
+
+def _stand_in(connection: socket.socket, failure: int) -> int | None:
+    """Forward signals to the fork until it ends; its exit code (None: refused, run cold)."""
+    child: list[int] = []
+    pending: list[int] = []
+
+    def forward(number: int, _frame: object) -> None:
+        if child:
+            os.kill(child[0], number)
+        else:
+            pending.append(number)
+
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, forward)
+    reader = connection.makefile("rb")
+    for line in reader:
+        message = json.loads(line)
+        if "refused" in message:
+            print(f"stockade: warm start refused ({message['refused']}); starting cold",
+                  file=sys.stderr)  # fmt: skip
+            return None
+        if "pid" in message:
+            child.append(int(message["pid"]))
+            for waiting in pending:
+                os.kill(child[0], waiting)
+        if "exit" in message:
+            code = int(message["exit"])
+            return 128 - code if code < 0 else code  # killed by signal N: 128 + N
+    print("stockade: the warm server stopped before the command ended", file=sys.stderr)
+    return failure
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def idle_seconds() -> float:
+    """How long a warm server waits for a client before it exits (``STOCKADE_WARM_IDLE``)."""
+    text = os.environ.get(IDLE_ENV, "")
+    try:
+        value = float(text) if text else DEFAULT_IDLE_S
+    except ValueError:
+        value = DEFAULT_IDLE_S
+    return value if value > 0 else DEFAULT_IDLE_S
+
+
+def _start_server(path: Path) -> None:
+    """Start a warm server at ``path`` for next time, detached from this command."""
+    import contextlib
+    import subprocess
+
+    with contextlib.suppress(OSError):  # no warm server, then: every start stays cold
+        subprocess.Popen(
+            [sys.executable, "-m", "stockade.engine.cli.warm_server", str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # not in the host's process group: it outlives this command
+        )

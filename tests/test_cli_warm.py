@@ -1,0 +1,316 @@
+"""``--warm``: ``stockade serve`` and ``stockade hook claude-code`` forked from a warm server.
+
+A warm start must behave as a cold one (same files, environment, folder, exit code, signals),
+end when its stand-in ends, and be refused to any process that is not in the warm server's
+own context: a sandboxed command that reached the socket must not get an unsandboxed Stockade.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from support import require_bubblewrap
+
+from stockade.engine.cli import warm
+
+STOCKADE = str(Path(sys.executable).parent / "stockade")
+HELLO = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}},
+}
+
+
+# a client speaking the launcher's wire format by hand: argv[1] the socket, argv[2] the command
+# line to ask for (JSON), after running argv[3] (a change to its own process) first
+RAW_CLIENT = """
+import array, json, resource, socket, struct, sys
+exec(sys.argv[3])
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+body = json.dumps({"argv": json.loads(sys.argv[2]), "cwd": "/", "env": {}, "umask": 18}).encode()
+files = array.array("i", [0, 1, 2])
+s.sendmsg([struct.pack("!I", len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, files)])
+s.sendall(body)
+print(s.makefile().readline())
+"""
+
+
+def until(predicate: Callable[[], object], limit: float) -> bool:
+    """Poll ``predicate`` until true (True) or ``limit`` seconds pass (False)."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def ended(process: psutil.Process) -> bool:
+    return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.fixture
+def runtime() -> Iterator[dict[str, str]]:
+    """An environment whose warm servers live in a folder of this test's own (short: a Unix
+    socket's path holds about 100 bytes); they are stopped afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="warm-", dir="/tmp"))
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(folder), "STOCKADE_WARM_IDLE": "60"}
+    yield env
+    for server in warm_servers(env):
+        server.terminate()  # a first start's child, or this test's: poll, not wait
+        assert until(lambda server=server: ended(server), 10)
+    shutil.rmtree(folder)
+
+
+def warm_servers(env: dict[str, str]) -> list[psutil.Process]:
+    """The live warm servers of ``env``'s folder."""
+    found = []
+    for lock in Path(env["XDG_RUNTIME_DIR"], "stockade").glob("*.lock"):
+        text = lock.read_text().strip()
+        if text.isdigit() and psutil.pid_exists(int(text)):
+            found.append(psutil.Process(int(text)))
+    return found
+
+
+def started(env: dict[str, str]) -> psutil.Process:
+    """Wait for the warm server a first (cold) start launched to listen."""
+    folder = Path(env["XDG_RUNTIME_DIR"], "stockade")
+    assert until(lambda: any(folder.glob("*.sock")), 60), "no warm server started"
+    [server] = warm_servers(env)
+    return server
+
+
+def hook(
+    env: dict[str, str], data: dict[str, object], project: Path
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [STOCKADE, "hook", "claude-code", "--warm", "--state", str(project.parent / "state")],
+        input=json.dumps(data),
+        capture_output=True,
+        text=True,
+        env={**env, "CLAUDE_PROJECT_DIR": str(project)},
+        cwd=project,
+        timeout=60,
+    )
+
+
+def write_call(project: Path, path: str) -> dict[str, object]:
+    return {
+        "session_id": "s",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": path, "content": "x"},
+        "cwd": str(project),
+    }
+
+
+def test_a_warm_hook_decides_as_a_cold_one_with_the_clients_environment_and_exit_codes(
+    tmp_path: Path, runtime: dict[str, str]
+) -> None:
+    project = tmp_path / "project"
+    (project / ".git" / "hooks").mkdir(parents=True)
+    cold = hook(runtime, write_call(project, str(project / ".git/hooks/pre-commit")), project)
+    server = started(runtime)
+    warm_reply = hook(runtime, write_call(project, str(project / ".git/hooks/pre-commit")), project)
+    assert cold.returncode == warm_reply.returncode == 0
+    assert json.loads(cold.stdout) == json.loads(warm_reply.stdout)
+    assert json.loads(warm_reply.stdout)["hookSpecificOutput"]["permissionDecision"] == "ask"
+    # the workspace came from the client's $CLAUDE_PROJECT_DIR: a file in it is allowed
+    inside = hook(runtime, write_call(project, str(project / "notes.txt")), project)
+    assert json.loads(inside.stdout)["hookSpecificOutput"]["permissionDecision"] == "allow"
+    # input it cannot judge still blocks the call (2), warm as cold
+    bad = hook(runtime, {"nonsense": True}, project)
+    assert bad.returncode == 2
+    assert "Stockade blocked this tool call" in bad.stderr
+    assert warm_servers(runtime) == [server]  # one server served them all
+    audit = (tmp_path / "state" / "audit.jsonl").read_text().splitlines()
+    assert sum('"claude_code:Write"' in line for line in audit) == 3
+
+
+def serve(env: dict[str, str], project: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [STOCKADE, "serve", "--warm", "--workspace", ".", "--state", str(project.parent / "state")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        cwd=project,
+    )
+
+
+def ask(process: subprocess.Popen[bytes], message: dict[str, object]) -> dict[str, object]:
+    assert process.stdin is not None
+    assert process.stdout is not None
+    process.stdin.write(json.dumps(message).encode() + b"\n")
+    process.stdin.flush()
+    answer = json.loads(process.stdout.readline())
+    assert isinstance(answer, dict)
+    return answer
+
+
+def test_a_warm_server_runs_in_the_fork_on_the_clients_folder_and_ends_with_its_stdin(
+    tmp_path: Path, runtime: dict[str, str]
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("from the client's folder\n")
+    first = serve(runtime, project)
+    assert "result" in ask(first, HELLO)
+    first.communicate(timeout=30)
+    server = started(runtime)
+    second = serve(runtime, project)
+    assert "result" in ask(second, HELLO)
+    # the work runs in a fork of the warm server, not in the process the client started
+    assert psutil.Process(second.pid).children() == []
+    [fork] = server.children()
+    call = {"name": "read_text_file", "arguments": {"path": "/workspace/notes.txt"}}
+    answer = ask(second, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+    assert answer["result"]["content"][0]["text"] == "from the client's folder\n"  # type: ignore[index]
+    assert second.stdin is not None
+    second.stdin.close()
+    assert second.wait(timeout=30) == 0
+    assert until(lambda: ended(fork), 10)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the stand-in", "the stand-in killed"])
+def test_a_warm_command_ends_when_its_stand_in_is_stopped_or_killed(
+    tmp_path: Path, runtime: dict[str, str], how: str
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    serve(runtime, project).communicate(b"", timeout=30)
+    server = started(runtime)
+    standing = serve(runtime, project)
+    assert "result" in ask(standing, HELLO)
+    [fork] = server.children()
+    standing.send_signal(signal.SIGTERM if how == "SIGTERM to the stand-in" else signal.SIGKILL)
+    code = standing.wait(timeout=30)
+    assert until(lambda: ended(fork), 20)
+    if how == "SIGTERM to the stand-in":
+        assert code == 0  # the server's own answer to SIGTERM: a clean stop
+    assert server.is_running()
+
+
+def connect_as(path: Path, command: list[str], change: str = "", *wrapper: str) -> str:
+    """What the warm server at ``path`` answers a raw client asking it to run ``command``,
+    the client's process changed by ``change`` first and run under ``wrapper``."""
+    done = subprocess.run(
+        [*wrapper, sys.executable, "-c", RAW_CLIENT, str(path), json.dumps(command), change],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_client_in_another_context_is_refused(tmp_path: Path, runtime: dict[str, str]) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    serve(runtime, project).communicate(b"", timeout=30)
+    started(runtime)
+    [path] = Path(runtime["XDG_RUNTIME_DIR"], "stockade").glob("*.sock")
+    assert '"pid"' in connect_as(path, ["stockade", "version"])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lower = f"resource.setrlimit(resource.RLIMIT_NOFILE, ({soft // 2}, {hard}))"
+    assert "another context" in connect_as(path, ["stockade", "version"], lower)
+
+
+def test_a_socket_handed_on_by_a_client_that_exited_is_refused(
+    tmp_path: Path, runtime: dict[str, str]
+) -> None:
+    """The context is read from /proc/<pid> of the process that connected; once that process
+    is gone its pid could name another, so a socket it handed on before exiting is refused."""
+    project = tmp_path / "project"
+    project.mkdir()
+    serve(runtime, project).communicate(b"", timeout=30)
+    server = started(runtime)
+    [path] = Path(runtime["XDG_RUNTIME_DIR"], "stockade").glob("*.sock")
+    handed_on = RAW_CLIENT.replace(
+        "s.connect(sys.argv[1])\n",
+        "s.connect(sys.argv[1])\nimport os, time\nif os.fork():\n    os._exit(0)\ntime.sleep(1)\n",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", handed_on, str(path), '["stockade", "version"]', ""],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "the client's process is gone" in done.stdout, done
+    assert server.children() == []
+
+
+def test_a_sandboxed_process_that_reaches_the_socket_is_refused(
+    tmp_path: Path, runtime: dict[str, str]
+) -> None:
+    require_bubblewrap()
+    project = tmp_path / "project"
+    project.mkdir()
+    serve(runtime, project).communicate(b"", timeout=30)
+    server = started(runtime)
+    folder = Path(runtime["XDG_RUNTIME_DIR"], "stockade")
+    [path] = folder.glob("*.sock")
+    # the socket's folder bound into a bubblewrap sandbox, as a careless mount would
+    sandbox = ["bwrap", "--ro-bind", "/", "/", "--bind", str(folder), str(folder),
+               "--dev", "/dev", "--unshare-pid", "--die-with-parent"]  # fmt: skip
+    answer = connect_as(path, ["stockade", "run", "--", "id"], "", *sandbox)
+    assert "another context" in answer
+    assert server.children() == []  # nothing was forked for it
+
+
+def test_an_untrusted_socket_folder_means_a_cold_start_and_no_server(
+    tmp_path: Path, runtime: dict[str, str]
+) -> None:
+    folder = Path(runtime["XDG_RUNTIME_DIR"], "stockade")
+    folder.mkdir(mode=0o700)
+    folder.chmod(0o777)  # others could plant a socket here
+    project = tmp_path / "project"
+    project.mkdir()
+    first = serve(runtime, project)
+    assert "result" in ask(first, HELLO)
+    first.communicate(timeout=30)
+    time.sleep(1)
+    assert list(folder.iterdir()) == []
+    assert warm.socket_folder() is None or warm.socket_folder() != folder
+
+
+def test_a_warm_server_exits_when_idle_and_takes_its_socket_along(
+    tmp_path: Path, runtime: dict[str, str]
+) -> None:
+    runtime["STOCKADE_WARM_IDLE"] = "1"
+    project = tmp_path / "project"
+    project.mkdir()
+    serve(runtime, project).communicate(b"", timeout=30)
+    server = started(runtime)
+    assert until(lambda: ended(server), 30)
+    assert list(Path(runtime["XDG_RUNTIME_DIR"], "stockade").glob("*.sock")) == []
+
+
+def test_a_process_context_changes_with_resource_limits() -> None:
+    """Quoted: "the same user and groups, the same namespaces ..., cgroup, capabilities,
+    no_new_privs and seccomp state and resource limits"."""
+    script = (
+        "import resource, sys; from stockade.engine.cli.warm import process_context; "
+        "s, h = resource.getrlimit(resource.RLIMIT_NOFILE); "
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (s // 2, h)); "
+        "sys.stdout.buffer.write(process_context())"
+    )
+    mine = warm.process_context()
+    theirs = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True).stdout
+    assert theirs != mine
+    plain = script.split("s, h =")[0] + "sys.stdout.buffer.write(process_context())"
+    same = subprocess.run([sys.executable, "-c", plain], capture_output=True, check=True).stdout
+    assert same == mine
