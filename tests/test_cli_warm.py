@@ -7,6 +7,7 @@ own context: a sandboxed command that reached the socket must not get an unsandb
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -43,8 +44,11 @@ s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
 body = json.dumps({"argv": json.loads(sys.argv[2]), "cwd": "/", "env": {}, "umask": 18}).encode()
 files = array.array("i", [0, 1, 2])
-s.sendmsg([struct.pack("!I", len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, files)])
-s.sendall(body)
+try:  # a refused client may find the server gone from its end: it answered already
+    s.sendmsg([struct.pack("!I", len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, files)])
+    s.sendall(body)
+except OSError:
+    pass
 print(s.makefile().readline())
 """
 
@@ -71,9 +75,20 @@ def runtime() -> Iterator[dict[str, str]]:
     env = {**os.environ, "XDG_RUNTIME_DIR": str(folder), "STOCKADE_WARM_IDLE": "60"}
     yield env
     for server in warm_servers(env):
+        for fork in server.children():  # a command a failed test left running
+            fork.kill()
         server.terminate()  # a first start's child, or this test's: poll, not wait
         assert until(lambda server=server: ended(server), 10)
     shutil.rmtree(folder)
+
+
+def path_for(env: dict[str, str]) -> str:
+    """Where a launcher started with ``env`` (from this process, as the tests' commands are)
+    looks for its warm server ("None": nowhere)."""
+    script = "from stockade.engine.cli.warm import socket_path; print(socket_path())"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def warm_servers(env: dict[str, str]) -> list[psutil.Process]:
@@ -81,8 +96,10 @@ def warm_servers(env: dict[str, str]) -> list[psutil.Process]:
     found = []
     for lock in Path(env["XDG_RUNTIME_DIR"], "stockade").glob("*.lock"):
         text = lock.read_text().strip()
-        if text.isdigit() and psutil.pid_exists(int(text)):
-            found.append(psutil.Process(int(text)))
+        with contextlib.suppress(ValueError, psutil.Error):
+            process = psutil.Process(int(text))
+            if "stockade.engine.cli.warm_server" in process.cmdline():  # not a reused pid
+                found.append(process)
     return found
 
 
@@ -139,6 +156,18 @@ def test_a_warm_hook_decides_as_a_cold_one_with_the_clients_environment_and_exit
     assert warm_servers(runtime) == [server]  # one server served them all
     audit = (tmp_path / "state" / "audit.jsonl").read_text().splitlines()
     assert sum('"claude_code:Write"' in line for line in audit) == 3
+    # and it is the warm server's fork that reads the call, not the process Claude Code started
+    waiting = subprocess.Popen(
+        [STOCKADE, "hook", "claude-code", "--warm", "--state", str(tmp_path / "state")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**runtime, "CLAUDE_PROJECT_DIR": str(project)},
+        cwd=project,
+    )
+    assert until(lambda: len(server.children()) == 1, 30)
+    assert psutil.Process(waiting.pid).children() == []
+    out, _ = waiting.communicate(json.dumps(write_call(project, str(project / "a.txt"))).encode())
+    assert json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "allow"
 
 
 def serve(env: dict[str, str], project: Path) -> subprocess.Popen[bytes]:
@@ -229,11 +258,13 @@ def test_a_client_in_another_context_is_refused(tmp_path: Path, runtime: dict[st
     assert "another context" in connect_as(path, ["stockade", "version"], lower)
 
 
-def test_a_socket_handed_on_by_a_client_that_exited_is_refused(
+def test_a_client_whose_process_is_gone_when_judged_is_refused(
     tmp_path: Path, runtime: dict[str, str]
 ) -> None:
-    """The context is read from /proc/<pid> of the process that connected; once that process
-    is gone its pid could name another, so a socket it handed on before exiting is refused."""
+    """A client's context is read from /proc/<pid> of the process that connected; once that
+    process has exited its pid could name another, so a connection whose process is gone when
+    the server gets to it (here: the server held stopped meanwhile) is refused, even though the
+    socket, handed on to a child, still speaks."""
     project = tmp_path / "project"
     project.mkdir()
     serve(runtime, project).communicate(b"", timeout=30)
@@ -243,14 +274,46 @@ def test_a_socket_handed_on_by_a_client_that_exited_is_refused(
         "s.connect(sys.argv[1])\n",
         "s.connect(sys.argv[1])\nimport os, time\nif os.fork():\n    os._exit(0)\ntime.sleep(1)\n",
     )
-    done = subprocess.run(
-        [sys.executable, "-c", handed_on, str(path), '["stockade", "version"]', ""],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert "the client's process is gone" in done.stdout, done
+    server.suspend()
+    try:
+        client = subprocess.Popen(
+            [sys.executable, "-c", handed_on, str(path), '["stockade", "version"]', ""],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(0.5)  # the connecting process has exited; its child holds the socket
+    finally:
+        server.resume()
+    answer, _ = client.communicate(timeout=60)
+    assert "the peer's process is gone" in answer
     assert server.children() == []
+
+
+def test_a_foreign_client_is_refused_before_it_sends_a_byte(
+    tmp_path: Path, runtime: dict[str, str]
+) -> None:
+    """A process in another context cannot hold the server up: it is refused the moment it
+    connects, without a byte read from it."""
+    project = tmp_path / "project"
+    project.mkdir()
+    serve(runtime, project).communicate(b"", timeout=30)
+    started(runtime)
+    [path] = Path(runtime["XDG_RUNTIME_DIR"], "stockade").glob("*.sock")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    silent = f"""
+import resource, socket
+resource.setrlimit(resource.RLIMIT_NOFILE, ({soft // 2}, {hard}))
+held = [socket.socket(socket.AF_UNIX) for _ in range(4)]
+for s in held:
+    s.connect({str(path)!r})
+    s.settimeout(10)
+print([s.makefile().readline().strip() for s in held])
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", silent], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("another context") == 4
 
 
 def test_a_sandboxed_process_that_reaches_the_socket_is_refused(
@@ -284,7 +347,96 @@ def test_an_untrusted_socket_folder_means_a_cold_start_and_no_server(
     first.communicate(timeout=30)
     time.sleep(1)
     assert list(folder.iterdir()) == []
-    assert warm.socket_folder() is None or warm.socket_folder() != folder
+    assert path_for(runtime) == "None"
+
+
+def test_a_lock_file_replaced_by_a_link_is_not_followed(
+    runtime: dict[str, str], tmp_path: Path
+) -> None:
+    """A link planted where the lock file goes must not make the server write through it."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched\n")
+    folder = Path(runtime["XDG_RUNTIME_DIR"], "stockade")
+    folder.mkdir(mode=0o700)
+    sock = folder / "warm-test.sock"
+    Path(f"{sock}.lock").symlink_to(victim)
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "stockade.engine.cli.warm_server", str(sock)],
+        capture_output=True, env=runtime, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert victim.read_text() == "untouched\n"
+    assert not sock.exists()
+
+
+def test_a_listener_in_another_context_gets_nothing_and_the_command_runs_cold(
+    tmp_path: Path, runtime: dict[str, str]
+) -> None:
+    """The launcher checks the server as the server checks it: something else listening at the
+    socket's path (here a process with other limits) gets neither the command's files nor its
+    environment, and the command runs cold."""
+    path = path_for(runtime)
+    report = tmp_path / "impostor.json"
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    impostor = f"""
+import json, resource, socket
+resource.setrlimit(resource.RLIMIT_NOFILE, ({soft // 2}, {hard}))
+s = socket.socket(socket.AF_UNIX)
+s.bind({path!r})
+s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+c.settimeout(5)
+try:
+    data, ancillary, _, _ = c.recvmsg(65536, 64)
+except OSError:
+    data, ancillary = b"", []
+open({str(report)!r}, "w").write(json.dumps({{"bytes": len(data), "files": len(ancillary)}}))
+"""
+    listener = subprocess.Popen([sys.executable, "-c", impostor], stdout=subprocess.PIPE, text=True)
+    assert listener.stdout is not None
+    assert listener.stdout.readline().strip() == "ready"
+    project = tmp_path / "project"
+    project.mkdir()
+    reply = hook(runtime, write_call(project, str(project / "notes.txt")), project)
+    assert reply.returncode == 0
+    assert json.loads(reply.stdout)["hookSpecificOutput"]["permissionDecision"] == "allow"
+    listener.wait(timeout=30)
+    assert json.loads(report.read_text()) == {"bytes": 0, "files": 0}
+    assert "SECRET" not in report.read_text()
+
+
+def test_the_warm_server_ignores_modules_in_the_clients_folder(
+    tmp_path: Path, runtime: dict[str, str]
+) -> None:
+    """A module the agent wrote into the project (``typer.py``) is not imported by a warm server
+    started there, as a cold start does not import it either."""
+    project = tmp_path / "project"
+    project.mkdir()
+    marker = tmp_path / "imported"
+    (project / "typer.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    serve(runtime, project).communicate(b"", timeout=30)
+    started(runtime)
+    second = serve(runtime, project)
+    assert "result" in ask(second, HELLO)
+    second.communicate(b"", timeout=30)
+    assert not marker.exists()
+
+
+def test_stopping_the_warm_server_stops_its_commands_and_tells_their_clients(
+    tmp_path: Path, runtime: dict[str, str]
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    serve(runtime, project).communicate(b"", timeout=30)
+    server = started(runtime)
+    running = serve(runtime, project)
+    assert "result" in ask(running, HELLO)
+    [fork] = server.children()
+    server.terminate()
+    assert running.wait(timeout=30) == 0  # the command's own answer to SIGTERM: a clean stop
+    assert until(lambda: ended(fork), 10)
+    assert until(lambda: ended(server), 10)
 
 
 def test_a_warm_server_exits_when_idle_and_takes_its_socket_along(
