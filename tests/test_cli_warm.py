@@ -180,6 +180,14 @@ def serve(env: dict[str, str], project: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def warmed(tmp_path: Path, runtime: dict[str, str]) -> tuple[Path, psutil.Process]:
+    """A project folder, and the warm server a first (cold) ``serve --warm`` there started."""
+    project = tmp_path / "project"
+    project.mkdir()
+    serve(runtime, project).communicate(b"", timeout=30)
+    return project, started(runtime)
+
+
 def ask(process: subprocess.Popen[bytes], message: dict[str, object]) -> dict[str, object]:
     assert process.stdin is not None
     assert process.stdout is not None
@@ -218,10 +226,7 @@ def test_a_warm_server_runs_in_the_fork_on_the_clients_folder_and_ends_with_its_
 def test_a_warm_command_ends_when_its_stand_in_is_stopped_or_killed(
     tmp_path: Path, runtime: dict[str, str], how: str
 ) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    serve(runtime, project).communicate(b"", timeout=30)
-    server = started(runtime)
+    project, server = warmed(tmp_path, runtime)
     standing = serve(runtime, project)
     assert "result" in ask(standing, HELLO)
     [fork] = server.children()
@@ -247,10 +252,7 @@ def connect_as(path: Path, command: list[str], change: str = "", *wrapper: str) 
 
 
 def test_a_client_in_another_context_is_refused(tmp_path: Path, runtime: dict[str, str]) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    serve(runtime, project).communicate(b"", timeout=30)
-    started(runtime)
+    _project, _ = warmed(tmp_path, runtime)
     [path] = Path(runtime["XDG_RUNTIME_DIR"], "stockade").glob("*.sock")
     assert '"pid"' in connect_as(path, ["stockade", "version"])
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -265,10 +267,7 @@ def test_a_client_whose_process_is_gone_when_judged_is_refused(
     process has exited its pid could name another, so a connection whose process is gone when
     the server gets to it (here: the server held stopped meanwhile) is refused, even though the
     socket, handed on to a child, still speaks."""
-    project = tmp_path / "project"
-    project.mkdir()
-    serve(runtime, project).communicate(b"", timeout=30)
-    server = started(runtime)
+    _project, server = warmed(tmp_path, runtime)
     [path] = Path(runtime["XDG_RUNTIME_DIR"], "stockade").glob("*.sock")
     handed_on = RAW_CLIENT.replace(
         "s.connect(sys.argv[1])\n",
@@ -294,10 +293,7 @@ def test_a_foreign_client_is_refused_before_it_sends_a_byte(
 ) -> None:
     """A process in another context cannot hold the server up: it is refused the moment it
     connects, without a byte read from it."""
-    project = tmp_path / "project"
-    project.mkdir()
-    serve(runtime, project).communicate(b"", timeout=30)
-    started(runtime)
+    _project, _ = warmed(tmp_path, runtime)
     [path] = Path(runtime["XDG_RUNTIME_DIR"], "stockade").glob("*.sock")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     silent = f"""
@@ -320,10 +316,7 @@ def test_a_sandboxed_process_that_reaches_the_socket_is_refused(
     tmp_path: Path, runtime: dict[str, str]
 ) -> None:
     require_bubblewrap()
-    project = tmp_path / "project"
-    project.mkdir()
-    serve(runtime, project).communicate(b"", timeout=30)
-    server = started(runtime)
+    _project, server = warmed(tmp_path, runtime)
     folder = Path(runtime["XDG_RUNTIME_DIR"], "stockade")
     [path] = folder.glob("*.sock")
     # the socket's folder bound into a bubblewrap sandbox, as a careless mount would
@@ -426,10 +419,7 @@ def test_the_warm_server_ignores_modules_in_the_clients_folder(
 def test_stopping_the_warm_server_stops_its_commands_and_tells_their_clients(
     tmp_path: Path, runtime: dict[str, str]
 ) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    serve(runtime, project).communicate(b"", timeout=30)
-    server = started(runtime)
+    project, server = warmed(tmp_path, runtime)
     running = serve(runtime, project)
     assert "result" in ask(running, HELLO)
     [fork] = server.children()
@@ -443,10 +433,7 @@ def test_a_warm_server_exits_when_idle_and_takes_its_socket_along(
     tmp_path: Path, runtime: dict[str, str]
 ) -> None:
     runtime["STOCKADE_WARM_IDLE"] = "1"
-    project = tmp_path / "project"
-    project.mkdir()
-    serve(runtime, project).communicate(b"", timeout=30)
-    server = started(runtime)
+    _project, server = warmed(tmp_path, runtime)
     assert until(lambda: ended(server), 30)
     assert list(Path(runtime["XDG_RUNTIME_DIR"], "stockade").glob("*.sock")) == []
 
