@@ -6,10 +6,12 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import select
 import shutil
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -175,3 +177,24 @@ def serve_params(project: Path, *extra: str) -> StdioServerParameters:
         env={"PATH": os.environ["PATH"]},
         cwd=str(project),
     )
+
+
+def read_until(fd: int, marker: bytes, limit: float = 30.0) -> bytes:
+    """What ``fd`` (a pseudo-terminal or a pipe) gives until ``marker`` shows (empty marker:
+    until it closes); fails the test after ``limit`` seconds."""
+    seen = b""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # a pseudo-terminal whose other side closed
+            return seen
+        if not chunk:
+            return seen
+        seen += chunk
+        if marker and marker in seen:
+            return seen
+    raise AssertionError(f"{marker!r} never came; saw {seen.decode(errors='replace')}")

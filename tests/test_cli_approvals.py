@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support import require_bubblewrap
+from support import read_until, require_bubblewrap
 from support import stockade_cli as stockade
 
 from stockade.engine import Approve, read_audit, verify_audit
@@ -239,9 +237,9 @@ def test_ctrl_c_typed_at_the_question_refuses_the_call_and_stops_the_run(tmp_pat
     if pid == 0:  # pragma: no cover - the child becomes the command
         os.chdir(tmp_path)
         os.execve(args[0], args, {**os.environ, "COLUMNS": "200"})
-    shown = _read_until(terminal, b"[N]o: ")
+    shown = read_until(terminal, b"[N]o: ")
     os.write(terminal, b"\x03")
-    shown += _read_until(terminal, b"")
+    shown += read_until(terminal, b"")
     _, status = os.waitpid(pid, 0)
     os.close(terminal)
     out = shown.decode(errors="replace")
@@ -261,7 +259,7 @@ def test_sigint_while_the_question_waits_on_a_pipe_does_the_same(tmp_path: Path)
     )
     assert process.stderr is not None
     assert process.stdout is not None
-    asked = _read_until(process.stderr.fileno(), b"[N]o: ")
+    asked = read_until(process.stderr.fileno(), b"[N]o: ")
     process.send_signal(signal.SIGINT)
     try:
         process.wait(timeout=20)
@@ -270,23 +268,3 @@ def test_sigint_while_the_question_waits_on_a_pipe_does_the_same(tmp_path: Path)
     out = process.stdout.read().decode() + (asked + process.stderr.read()).decode()
     assert process.returncode == 130, out
     _assert_refused_and_stopped(tmp_path, workspace, out)
-
-
-def _read_until(fd: int, marker: bytes, limit: float = 30.0) -> bytes:
-    """What ``fd`` gives until ``marker`` shows (empty marker: until it closes)."""
-    seen = b""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.1)
-        if not ready:
-            continue
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:  # a pseudo-terminal whose other side closed
-            return seen
-        if not chunk:
-            return seen
-        seen += chunk
-        if marker and marker in seen:
-            return seen
-    raise AssertionError(f"{marker!r} never came; saw {seen.decode(errors='replace')}")

@@ -18,11 +18,14 @@ from pathlib import Path
 
 import psutil
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from support import require_bubblewrap
 from support import stockade_cli as stockade
 
 from stockade.engine import verify_audit
 from stockade.engine.cli.common import default_state
+from stockade.engine.cli.run_output import MORE, one_line
 
 CALLS = [
     {"name": "write_file", "arguments": {"path": "notes.txt", "content": "hello\n"}},
@@ -140,9 +143,8 @@ def test_every_transcript_format_replays(tmp_path: Path, ws: Path, name: str, te
         ('{"hello": 1}\n', [], "not a tool call or a message"),
         ("", [], "is empty"),
         ("{}", ["--policy", "nope.toml"], "does not exist"),
-        ("{}", ["--approve", "maybe"], "--approve must be ask, yes or no"),
     ],
-    ids=["missing", "bad-json", "not-a-call", "empty", "missing-policy", "bad-approve"],
+    ids=["missing", "bad-json", "not-a-call", "empty", "missing-policy"],
 )
 def test_bad_input_is_one_clear_line_and_exit_one(
     tmp_path: Path, ws: Path, transcript: str | None, extra: list[str], words: str
@@ -159,8 +161,8 @@ def test_bad_input_is_one_clear_line_and_exit_one(
 def test_a_missing_workspace_and_an_unknown_tool_are_reported(tmp_path: Path, ws: Path) -> None:
     transcript = jsonl(tmp_path, [{"name": "rm_everything", "arguments": {}}])
     missing = stockade("run", str(transcript), "--workspace", str(tmp_path / "nope"), cwd=tmp_path)
-    assert missing.returncode == 1
-    assert "does not exist" in missing.stderr
+    assert missing.returncode == 2  # a wrong option: a usage error
+    assert f"--workspace {tmp_path / 'nope'} does not exist" in missing.stderr
     unknown = stockade("run", str(transcript), "--workspace", str(ws), cwd=tmp_path)
     assert unknown.returncode == 1
     assert "no tool named 'rm_everything'" in unknown.stdout
@@ -232,3 +234,65 @@ def test_a_cut_log_is_kept_as_evidence_and_the_next_run_refuses_to_write_over_it
     assert f"records 2..{len(lines)} are missing" in again.stderr
     assert "Traceback" not in again.stderr
     assert log.read_bytes() == lines[0]  # left as found
+
+
+# -- what is shown of each call ----------------------------------------------------------------
+
+
+def _reads(tmp_path: Path, ws: Path, text: str) -> Path:
+    (ws / "f.txt").write_text(text)
+    return jsonl(tmp_path, [{"name": "read_text_file", "arguments": {"path": "f.txt"}}])
+
+
+def test_a_long_result_is_cut_saying_so_and_verbose_shows_it_whole(
+    tmp_path: Path, ws: Path
+) -> None:
+    lines = [f"line {n} of the file, with words enough to fill it" for n in range(1, 41)]
+    transcript = _reads(tmp_path, ws, "\n".join(lines) + "\n")
+    short = stockade("run", str(transcript), "--workspace", str(ws), cwd=tmp_path,
+                     env={"COLUMNS": "100"})  # fmt: skip
+    assert short.returncode == 0, short.stdout + short.stderr
+    (shown,) = [line for line in short.stdout.splitlines() if line.startswith("[1/1]")]
+    assert len(shown) <= 100  # one line of the terminal
+    assert shown.endswith("… (-v for all)")  # cut, and saying so
+    assert "line 1 of the file" in shown
+    assert "line 40" not in short.stdout
+    whole = stockade("run", str(transcript), "--workspace", str(ws), "-v", cwd=tmp_path,
+                     env={"COLUMNS": "100"})  # fmt: skip
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    for line in lines:
+        assert f"    {line}\n" in whole.stdout
+    assert "(-v for all)" not in whole.stdout
+    assert '    metadata: {\n      "path": "/workspace/f.txt"' in whole.stdout
+    assert '"lines": 40' in whole.stdout
+
+
+def test_a_short_result_is_shown_whole_on_its_line(tmp_path: Path, ws: Path) -> None:
+    transcript = _reads(tmp_path, ws, "root\nroot2\n")
+    done = stockade("run", str(transcript), "--workspace", str(ws), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[1/1] read_text_file ok · workspace-files  root ↵ root2\n" in done.stdout
+    assert "-v for all" not in done.stdout
+
+
+def test_a_result_is_shown_as_it_is_not_as_markup_or_terminal_codes(
+    tmp_path: Path, ws: Path
+) -> None:
+    transcript = _reads(tmp_path, ws, "see [/] and [bold]x[/bold] \x1b[2J\x07 end\n")
+    for extra in ([], ["-v"]):
+        done = stockade("run", str(transcript), "--workspace", str(ws), *extra, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "see [/] and [bold]x[/bold] \\x1b[2J\\x07 end" in done.stdout
+        assert "\x1b[2J" not in done.stdout
+        assert "Traceback" not in done.stderr
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=300), st.integers(15, 200))
+def test_one_line_fits_its_room_and_says_when_it_cut(text: str, room: int) -> None:
+    shown, cut = one_line(text, room)
+    assert "\n" not in shown
+    assert len(shown) + (len(MORE) if cut else 0) <= room
+    whole = " ↵ ".join(line.rstrip() for line in text.strip("\n").splitlines())
+    assert cut == (whole != shown)
+    if cut:
+        assert whole.startswith(shown)

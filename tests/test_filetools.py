@@ -516,7 +516,7 @@ async def test_list_directory_shows_links_out_as_unavailable(box: Sandbox) -> No
     result = await box.call("list_directory")  # default: /workspace
     assert result.status == "ok", result.text
     assert result.text.splitlines() == [
-        "a.txt  (1 bytes)",
+        "a.txt  (1 byte)",
         "escape  (unavailable: PathEscapeError)",
         "escape_dir  (unavailable: PathEscapeError)",
     ]
@@ -1277,3 +1277,14 @@ async def test_overlay_still_refuses_escapes(make: Callable[..., Sandbox]) -> No
     assert box.fs.changes() == []
     box.fs.commit()
     assert snapshot(box.outside) == before
+
+
+async def test_sizes_are_counted_in_words_a_reader_expects(box: Sandbox) -> None:
+    """ "1 byte", never "1 bytes": in what write_file says and what list_directory shows."""
+    one = await box.call("write_file", path="one.txt", content="x")
+    two = await box.call("write_file", path="two.txt", content="xy")
+    assert one.text.endswith("(1 byte)")
+    assert two.text.endswith("(2 bytes)")
+    listing = (await box.call("list_directory", path=".")).text
+    assert "one.txt  (1 byte)" in listing
+    assert "two.txt  (2 bytes)" in listing

@@ -270,15 +270,21 @@ async def test_a_client_that_disconnects_mid_call_leaves_the_audit_log_intact(
 
 
 def test_bad_serve_options_fail_with_one_clear_line(tmp_path: Path) -> None:
+    """Wrong options exit 2 (usage), as typer's own; a state folder the agent could reach is
+    refused with 1, as in every command."""
     cases = [
-        (["--workspace", str(tmp_path / "missing")], "does not exist"),
-        (["--mount", "/userinput"], "PREFIX=DIR"),
-        (["--mount", f"/userinput={tmp_path / 'nope'}"], "does not exist"),
-        (["--mount", f"userinput={tmp_path}"], "absolute logical path"),
-        (["--preset", "nonsense"], "nonsense"),
-        (["--http", "70000"], "between 1 and 65535"),
+        (["--workspace", str(tmp_path / "missing")], "does not exist", 2),
+        (["--mount", "/userinput"], "PREFIX=DIR", 2),
+        (["--mount", f"/userinput={tmp_path / 'nope'}"], "does not exist", 2),
+        (["--mount", f"userinput={tmp_path}"], "absolute logical path", 2),
+        (["--preset", "nonsense"], "nonsense", 2),
+        (["--http", "70000"], "between 1 and 65535", 2),
         # state the agent could write: inside the workspace, or another writable mount
-        (["--workspace", str(tmp_path), "--state", str(tmp_path / "st")], "the agent can write"),
+        (
+            ["--workspace", str(tmp_path), "--state", str(tmp_path / "st")],
+            "the agent can write",
+            1,
+        ),
         (
             [
                 "--workspace",
@@ -289,10 +295,11 @@ def test_bad_serve_options_fail_with_one_clear_line(tmp_path: Path) -> None:
                 str(tmp_path / "st"),
             ],
             "mounted at /data",
+            1,
         ),
     ]
     (tmp_path / "ws").mkdir()
-    for args, said in cases:
+    for args, said, code in cases:
         done = subprocess.run(
             [_stockade(), "serve", *args],
             capture_output=True,
@@ -301,7 +308,7 @@ def test_bad_serve_options_fail_with_one_clear_line(tmp_path: Path) -> None:
             cwd=tmp_path,
             stdin=subprocess.DEVNULL,
         )
-        assert done.returncode == 1, (args, done.stderr)
+        assert done.returncode == code, (args, done.stderr)
         assert said in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr
 

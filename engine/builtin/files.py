@@ -74,7 +74,8 @@ def write_file(path: str, content: str, fs: VirtualFS) -> ToolOutput:
     fs.write_bytes(path, after)
     where = fs.canonical(path)
     verb = "replaced" if existed else "created"
-    return changed(where, before, after, f"{verb} {where} ({len(after)} bytes)")
+    size = f"{len(after)} byte" + "s" * (len(after) != 1)
+    return changed(where, before, after, f"{verb} {where} ({size})")
 
 
 @tool(paths={"path": "write"})
@@ -157,7 +158,8 @@ def list_directory(fs: VirtualFS, path: str = "/workspace") -> ToolOutput:
         child = f"{folder.rstrip('/')}/{name}"
         try:
             info = fs.stat(child)  # judged as a read, where a link leads
-            lines.append(f"{name}/" if info.kind == "dir" else f"{name}  ({info.size} bytes)")
+            size = f"{info.size} byte" + "s" * (info.size != 1)
+            lines.append(f"{name}/" if info.kind == "dir" else f"{name}  ({size})")
         except PathDeniedError as exc:  # not even its name is shown
             left_out.add(exc)
         except SandboxError as exc:  # a link out of the mount: show it, never follow it

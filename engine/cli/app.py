@@ -1,9 +1,13 @@
 """The ``stockade`` command.
 
+    stockade --version
+    stockade --debug run calls.jsonl
+
 Exit codes scripts can rely on: 0 success, 1 the command ran but found a problem (a demo step
-that misbehaved, a bad file), 2 bad usage (typer's own), 130 interrupted. An error is one line
-on stderr; ``stockade --debug ...`` (or ``STOCKADE_DEBUG=1``) shows the traceback of an
-unexpected one and logs at debug level.
+that misbehaved, a bad file, a log that does not verify), 2 bad usage (typer's own, and
+`common.usage`), 130 interrupted (typer turns Ctrl-C into it). An error is one line on stderr;
+``stockade --debug ...`` (or ``STOCKADE_DEBUG=1``) shows the traceback of an unexpected one and
+logs at debug level.
 """
 
 from __future__ import annotations
@@ -28,7 +32,12 @@ from stockade.version import __version__
 
 class _Commands(TyperGroup):
     """The command group, which turns an unexpected exception into one line on stderr and exit
-    code 1, unless ``--debug`` asked for the traceback."""
+    code 1, unless ``--debug`` asked for the traceback; and whose help shows no type for a flag
+    (typer's rich help would write ``<bool>`` beside ``--json``, as if it took a value)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        _plain_flags(self, ctx)  # before any help is printed, this command's or another's
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -42,6 +51,24 @@ class _Commands(TyperGroup):
                 f"unexpected {type(exc).__name__}: {exc}. This is a bug in Stockade: rerun "
                 "with `stockade --debug ...` for the traceback and report it"
             )
+
+
+def _plain_flags(command: Any, ctx: Any) -> None:
+    """Give every flag of ``command`` and of the commands under it (``--help`` too) an empty
+    metavar, which typer's help shows instead of ``<bool>``; an option that takes a value keeps
+    its own. (The objects are this run's: typer builds them anew for each.)"""
+    help_option = command.get_help_option(ctx)
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _plain_flags(sub, ctx)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
 
 
 app = typer.Typer(
@@ -68,6 +95,16 @@ def _options(
             "--debug",
             envvar="STOCKADE_DEBUG",
             help="Show the traceback of an unexpected error, and log at debug level.",
+        ),
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            expose_value=False,
+            callback=_print_version,
+            help="Print Stockade's version and exit (as `stockade version`).",
         ),
     ] = False,
 ) -> None:

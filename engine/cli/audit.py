@@ -2,7 +2,8 @@
 
 stockade audit verify                      # exit 0 intact, 1 not (the first bad record named)
 stockade audit show --tool write_file --status denied --since 1h
-stockade audit tail -n 20 --follow
+stockade audit tail -n 20 --follow         # waits for a log not yet written; Ctrl-C: exit 130
+ssh host cat audit.jsonl | stockade audit show - --kind outcome
 
 Without a LOG, the commands read the log that ``demo``, ``run`` and ``serve`` keep for the
 workspace given as ``--workspace`` (the current folder by default): ``audit.jsonl`` in its
@@ -10,6 +11,10 @@ default state folder, outside it (see ``common``). Where that log has never been
 ``.stockade/audit.jsonl`` exists in the current folder (where an `AuditLog()` of a program writes
 by default), they read that one instead. A log counts as there when its seal is, so a deleted
 log is reported as deleted rather than looked for elsewhere.
+
+A filter value outside its set (``--effect nope``) is a usage error (exit 2) naming the values
+it takes, and a file that is not an audit log (a line that is no record) an error naming the
+line (exit 1): neither reads as a log with nothing in it.
 """
 
 from __future__ import annotations
@@ -21,13 +26,26 @@ import time
 from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 
-from stockade.engine.cli.common import default_state
+from stockade.engine.cli.common import (
+    INTERRUPTED,
+    STDIN,
+    STDIN_FILE,
+    default_state,
+    fail,
+    usage,
+)
+from stockade.engine.messages import Status
 from stockade.engine.observe import AuditError, read_audit, verify_audit
 from stockade.engine.observe.audit_log import DEFAULT_PATH, rotated_files, seal_path
+from stockade.engine.observe.audit_read import AuditFilter
+from stockade.policies import Effect
+
+if TYPE_CHECKING:  # rich loads only when a command prints with it, not at start-up
+    from rich.text import Text
 
 audit_app = typer.Typer(
     name="audit",
@@ -39,20 +57,30 @@ audit_app = typer.Typer(
 LogPath = Annotated[
     Path | None,
     typer.Argument(
-        help="The audit log (its rotated files are read too). Default: the log of the "
-        "commands run on --workspace, else ./.stockade/audit.jsonl.",
+        metavar="LOG",
+        help="The audit log (its rotated files are read too), or - for stdin. Default: the log "
+        "of the commands run on --workspace, else ./.stockade/audit.jsonl.",
         show_default=False,
     ),
 ]
 WorkspaceOption = Annotated[
     Path,
     typer.Option(
-        "--workspace", help="Without LOG: read the log kept for this workspace.", file_okay=False
+        "--workspace",
+        metavar="DIR",
+        help="Without LOG: read the log kept for this workspace.",
+        file_okay=False,
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# the kinds Stockade writes; a program may record others (`AuditLog.record`), which --kind
+# takes when the log holds them
+KINDS = ("intent", "outcome", "recovered", "audit_unwritable")
+EFFECTS = tuple(effect.value for effect in Effect)
+STATUSES: tuple[str, ...] = get_args(Status)
+_POLL_S = 0.5  # how often --follow looks for new records
 
 
 def moment(text: str | None) -> float | None:
@@ -80,10 +108,10 @@ def moment(text: str | None) -> float | None:
 
 
 def find_log(path: Path | None, workspace: Path) -> Path:
-    """The log a command reads: ``path`` when given, else the one kept for ``workspace`` (see
-    the module docstring)."""
+    """The log a command reads: ``path`` when given (standard input for ``-``), else the one
+    kept for ``workspace`` (see the module docstring)."""
     if path is not None:
-        return path
+        return STDIN_FILE if path == STDIN else path
     kept = default_state(workspace) / "audit.jsonl"
     if not _present(kept) and _present(DEFAULT_PATH):
         return DEFAULT_PATH
@@ -94,16 +122,38 @@ def _present(log: Path) -> bool:
     return log.exists() or seal_path(log).exists() or bool(rotated_files(log))
 
 
-def _say_where(log: Path, workspace: Path) -> None:
-    """When no LOG was named and none is kept for the workspace, say where it was looked for
-    (on stderr: stdout stays the report)."""
+def _locate(path: Path | None, workspace: Path, *, waiting: bool = False) -> Path:
+    """The log to read; without LOG, say on stderr where it was looked for when there is none
+    (stdout stays the report), unless ``waiting`` for it. A --workspace that does not exist,
+    and has no log kept, is a usage error."""
     from rich.console import Console
 
-    if not _present(log):
-        Console(stderr=True, highlight=False, soft_wrap=True).print(
-            f"[dim]no audit log is kept for the workspace {workspace.resolve()} (looked for "
-            f"{log}, and ./{DEFAULT_PATH}); name the LOG, or give --workspace[/]"
+    log = find_log(path, workspace)
+    if path is not None or _present(log):
+        return log
+    if not workspace.is_dir():
+        usage(
+            f"--workspace {workspace} does not exist or is not a folder, and no audit log is "
+            "kept for it: give the workspace's folder, or name the LOG"
         )
+    if not waiting:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"no audit log is kept for the workspace {workspace.resolve()} (looked for {log}, "
+            f"and ./{DEFAULT_PATH}); name the LOG, or give --workspace",
+            style="dim",
+            markup=False,
+        )
+    return log
+
+
+def _choose(option: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
+    """``value`` of a filter that takes one of ``allowed`` (any case); a usage error naming the
+    option and the values otherwise."""
+    if value is None:
+        return None
+    if value.lower() not in allowed:
+        usage(f"{option} {value!r}: give one of {', '.join(allowed)}")
+    return value.lower()
 
 
 @audit_app.command()
@@ -112,7 +162,9 @@ def verify(
     workspace: WorkspaceOption = Path("."),
     seal: Annotated[
         Path | None,
-        typer.Option(help="The log's seal, when it is not beside the log (LOG.seal)."),
+        typer.Option(
+            metavar="FILE", help="The log's seal, when it is not beside the log (LOG.seal)."
+        ),
     ] = None,
     as_json: AsJson = False,
 ) -> None:
@@ -120,9 +172,7 @@ def verify(
     (nothing cut off its end, and it was not deleted). Exit 0 when intact, 1 when not."""
     from rich.console import Console
 
-    log = find_log(path, workspace)
-    if path is None:
-        _say_where(log, workspace)
+    log = _locate(path, workspace)
     report = verify_audit(log, seal=seal)
     if as_json:
         payload = {
@@ -141,8 +191,8 @@ def verify(
     else:
         style = "green" if report.ok else "bold red"
         console = Console(highlight=False, soft_wrap=True)
-        console.print(f"[{style}]{report}[/]")
-        console.print(f"[dim]log: {log}; seal: {report.seal or 'none'}[/]")
+        console.print(str(report), style=style, markup=False)  # paths may hold [brackets]
+        console.print(f"log: {log}; seal: {report.seal or 'none'}", style="dim", markup=False)
     raise typer.Exit(0 if report.ok else 1)
 
 
@@ -150,35 +200,52 @@ def verify(
 def show(
     path: LogPath = None,
     workspace: WorkspaceOption = Path("."),
-    tool: Annotated[str | None, typer.Option(help="Tool name (a glob: 'run_*').")] = None,
-    kind: Annotated[str | None, typer.Option(help="intent or outcome.")] = None,
-    effect: Annotated[str | None, typer.Option(help="allow, warn, ask or deny.")] = None,
-    status: Annotated[str | None, typer.Option(help="ok, error, denied, timeout ...")] = None,
-    path_glob: Annotated[
-        str | None, typer.Option("--path", help="A path the call touched (a glob).")
+    tool: Annotated[
+        str | None, typer.Option(metavar="GLOB", help="Tool name (a glob: 'run_*').")
     ] = None,
-    call_id: Annotated[str | None, typer.Option("--call", help="One call's records.")] = None,
-    since: Annotated[str | None, typer.Option(help="From: 2h (ago), an ISO time, ...")] = None,
-    until: Annotated[str | None, typer.Option(help="Up to: same forms as --since.")] = None,
-    limit: Annotated[int, typer.Option("-n", "--limit", min=1, help="At most this many.")] = 200,
+    kind: Annotated[
+        str | None,
+        typer.Option(metavar="KIND", help=f"{', '.join(KINDS)}, or a program's own kind."),
+    ] = None,
+    effect: Annotated[
+        str | None, typer.Option(metavar="EFFECT", help=f"{', '.join(EFFECTS)}.")
+    ] = None,
+    status: Annotated[
+        str | None, typer.Option(metavar="STATUS", help=f"{', '.join(STATUSES)}.")
+    ] = None,
+    path_glob: Annotated[
+        str | None,
+        typer.Option("--path", metavar="GLOB", help="A path the call touched (a glob)."),
+    ] = None,
+    call_id: Annotated[
+        str | None, typer.Option("--call", metavar="ID", help="One call's records.")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(metavar="TIME", help="From: 2h (ago), an ISO time, ...")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option(metavar="TIME", help="Up to: same forms as --since.")
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("-n", "--limit", metavar="N", min=1, help="At most this many.")
+    ] = 200,
     as_json: AsJson = False,
 ) -> None:
     """The records that pass every filter given, oldest first (the last --limit of them)."""
-    log = find_log(path, workspace)
-    if path is None:
-        _say_where(log, workspace)
-    found = _read(
-        log,
-        tool=tool,
-        kind=kind,
-        effect=effect,
-        status=status,
-        path_glob=path_glob,
-        call_id=call_id,
-        since=moment(since),
-        until=moment(until),
-        limit=limit,
-    )
+    effect = _choose("--effect", effect, EFFECTS)
+    status = _choose("--status", status, STATUSES)
+    wanted = AuditFilter(tool, kind, effect, status, path_glob, call_id, moment(since),
+                         moment(until))  # fmt: skip
+    log = _locate(path, workspace)
+    if kind is None or kind in KINDS:
+        found = _read(log, wanted, limit=limit)
+    else:  # a program's own kind, if the log holds it: read once (stdin cannot be read twice)
+        everything = _read(log, AuditFilter(), limit=None)
+        held = sorted({str(r["kind"]) for r in everything} - set(KINDS))
+        if kind not in held:
+            also = f" (or one this log holds: {', '.join(held)})" if held else ""
+            usage(f"--kind {kind!r}: give one of {', '.join(KINDS)}{also}")
+        found = [r for r in everything if wanted.keeps(r)][-limit:]
     _print(found, as_json)
 
 
@@ -186,42 +253,72 @@ def show(
 def tail(
     path: LogPath = None,
     workspace: WorkspaceOption = Path("."),
-    lines: Annotated[int, typer.Option("-n", "--lines", min=1, help="How many to show.")] = 10,
+    lines: Annotated[
+        int, typer.Option("-n", "--lines", metavar="N", min=1, help="How many to show.")
+    ] = 10,
     follow: Annotated[
-        bool, typer.Option("-f", "--follow", help="Keep printing records as they are written.")
+        bool,
+        typer.Option(
+            "-f",
+            "--follow",
+            help="Keep printing records as they are written (waiting for a log not yet "
+            "created); Ctrl-C to stop.",
+        ),
     ] = False,
     as_json: AsJson = False,
 ) -> None:
-    """The last records; with --follow, new ones as they come (Ctrl-C to stop)."""
-    if path is None:
-        path = find_log(path, workspace)
-        _say_where(path, workspace)
-    shown = _read(path, limit=lines)
-    _print(shown, as_json)
-    if not follow:
-        return
-    seen = _seq(shown[-1]) if shown else 0
+    """The last records; with --follow, new ones as they come (Ctrl-C to stop: exit 130)."""
+    if follow and path == STDIN:
+        usage("--follow cannot follow standard input (-): name the LOG file")
+    log = _locate(path, workspace, waiting=follow)
     try:
-        while True:
-            time.sleep(0.5)
-            fresh = [
-                r for r in read_audit(path) if isinstance(r.get("seq"), int) and r["seq"] > seen
-            ]
-            if fresh:
-                _print(fresh, as_json, header=False)
-                seen = fresh[-1]["seq"]
+        if follow and not _written(log):
+            _wait_for(log)
+        shown = _read(log, AuditFilter(), limit=lines)
+        _print(shown, as_json)
+        if follow:
+            _follow(log, _seq(shown[-1]) if shown else 0, as_json)
     except KeyboardInterrupt:
-        return
+        raise typer.Exit(INTERRUPTED) from None
 
 
-def _read(path: Path, *, limit: int, **filters: Any) -> list[dict[str, Any]]:
+def _written(log: Path) -> bool:
+    return log.exists() or bool(rotated_files(log))
+
+
+def _wait_for(log: Path) -> None:
+    """Wait until ``log`` is created, having said so once on stderr."""
     from rich.console import Console
 
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        f"waiting for {log} to be created (Ctrl-C to stop)", style="dim", markup=False
+    )
+    while not _written(log):
+        time.sleep(_POLL_S)
+
+
+def _follow(log: Path, seen: int, as_json: bool) -> None:
+    """Print the records numbered after ``seen`` as they are written, until Ctrl-C."""
+    while True:
+        time.sleep(_POLL_S)
+        if not _written(log):
+            continue  # being rotated, or deleted: the next look tells
+        fresh = [r for r in _read(log, AuditFilter(), limit=None) if r["seq"] > seen]
+        if fresh:
+            _print(fresh, as_json, header=False)
+            seen = fresh[-1]["seq"]
+
+
+def _read(path: Path, wanted: AuditFilter, *, limit: int | None) -> list[dict[str, Any]]:
+    """The records ``wanted`` keeps (the last ``limit`` of them); exit 1 saying why when the
+    log cannot be read, or a line of it is no audit record."""
     try:
-        return list(deque(read_audit(path, **filters), maxlen=limit))
+        records = read_audit(path, strict=True)
+        return list(deque((r for r in records if wanted.keeps(r)), maxlen=limit))
     except AuditError as exc:
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(1) from None
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot read the audit log {path}: {exc.strerror or exc}")
 
 
 def _print(records: list[dict[str, Any]], as_json: bool, *, header: bool = True) -> None:
@@ -240,7 +337,14 @@ def _print(records: list[dict[str, Any]], as_json: bool, *, header: bool = True)
     Console().print(table)
 
 
-def _cells(record: dict[str, Any]) -> list[str]:
+def _cells(record: dict[str, Any]) -> list[Text]:
+    """A record's cells, as text: a path or command may hold [brackets], which is no markup."""
+    from rich.text import Text
+
+    return [Text(cell) for cell in _cell_texts(record)]
+
+
+def _cell_texts(record: dict[str, Any]) -> list[str]:
     moment_ = record.get("time")
     when = (
         datetime.fromtimestamp(moment_, UTC).astimezone().strftime("%Y-%m-%d %H:%M:%S")

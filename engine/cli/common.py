@@ -1,6 +1,10 @@
 """What the ``stockade`` commands share: failing with one clear line, choosing a policy, where
-state is kept, and the options every command that runs calls takes (so each is spelled and
-explained once).
+state is kept, ``-`` for standard input, and the options every command that runs calls takes
+(so each is spelled and explained once).
+
+    policy = load_policy(policy_file, preset, stdin=True)   # --policy -: read from stdin
+    calls = load_transcript(input_file(transcript))          # TRANSCRIPT -: likewise
+    usage("--apply needs --overlay")                         # error: ..., exit 2
 
 State (the audit log, its seal, the traces) is kept outside every workspace by default: in the
 user's state folder (``$XDG_STATE_HOME``, else ``~/.local/state``), under ``stockade/``, in a
@@ -20,18 +24,26 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from stockade.policies import Policy, PolicyError
+from stockade.policies import PRESETS, Policy, PolicyError
+from stockade.policies.policy_file import read
 
 USAGE = 2  # exit code of a command given wrong options or arguments (typer's own, too)
+INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
+STDIN = Path("-")  # a file argument spelled "-": standard input
+STDIN_FILE = Path("/dev/stdin")  # what is read for it (and named in messages)
 
 
 def fail(message: str, *, code: int = 1) -> NoReturn:
     """Print ``error: message`` on stderr (no traceback) and exit ``code`` (1: the command ran
     into a problem; `usage` for wrong options)."""
     from rich.console import Console
+    from rich.text import Text
 
-    # soft wrap: one line however long, so a script (or grep) sees the whole message
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {message}")
+    # soft wrap: one line however long, so a script (or grep) sees the whole message; Text, not
+    # markup: a message quoting a path or a command may hold [brackets]
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        Text.assemble(("error:", "bold red"), " ", message)
+    )
     raise typer.Exit(code)
 
 
@@ -41,11 +53,29 @@ def usage(message: str) -> NoReturn:
     fail(message, code=USAGE)
 
 
-def load_policy(file: Path | None, preset: str | None) -> Policy:
-    """The policy a command was given: a file, a preset, or the default preset."""
+def input_file(path: Path) -> Path:
+    """The file a command reads for a file argument: standard input for ``-``."""
+    return STDIN_FILE if path == STDIN else path
+
+
+def load_policy(file: Path | None, preset: str | None, *, stdin: bool = False) -> Policy:
+    """The policy a command was given: a file (``-``: standard input, where ``stdin`` allows
+    it), a preset, or the default preset. Exits 2 for contradictory or unknown options, 1 for a
+    file that cannot be used."""
     if file is not None and preset is not None:
-        fail("give --policy or --preset, not both")
+        usage("give --policy or --preset, not both")
+    if preset is not None and preset not in PRESETS:
+        usage(f"--preset {preset}: no such preset; the presets are {', '.join(PRESETS)}")
     try:
+        if file == STDIN:
+            if not stdin:
+                usage(
+                    "--policy -: this command cannot read its policy from standard input; "
+                    "give the policy file's path"
+                )
+            # no `file`: a policy read from a pipe has nowhere to keep approvals "always"
+            spec, text = read(STDIN_FILE)
+            return Policy(spec, source=str(STDIN_FILE), text=text)
         if file is not None:
             return Policy.load(file)
         return Policy.preset(preset or "default")
@@ -55,15 +85,32 @@ def load_policy(file: Path | None, preset: str | None) -> Policy:
 
 MountsOption = Annotated[
     list[str] | None,
-    typer.Option("--mount", help="Another folder: PREFIX=DIR, or PREFIX=DIR:ro. Repeatable."),
+    typer.Option(
+        "--mount",
+        metavar="PREFIX=DIR[:ro]",
+        help="Another folder: PREFIX=DIR, or PREFIX=DIR:ro. Repeatable.",
+    ),
 ]
 PolicyOption = Annotated[
-    Path | None, typer.Option("--policy", help="A policy file (default: the default preset).")
+    Path | None,
+    typer.Option("--policy", metavar="FILE", help="A policy file (default: the default preset)."),
 ]
-PresetOption = Annotated[str | None, typer.Option(help="A preset instead of a file.")]
+PolicyOrStdinOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy",
+        metavar="FILE",
+        help="A policy file, - for standard input (default: the default preset).",
+    ),
+]
+PresetOption = Annotated[
+    str | None,
+    typer.Option(metavar="NAME", help=f"A preset instead of a file: {', '.join(PRESETS)}."),
+]
 StateOption = Annotated[
     Path | None,
     typer.Option(
+        metavar="DIR",
         help="Folder for the audit log and the traces (default: one of the user's state folder "
         "for this workspace, outside it).",
         file_okay=False,

@@ -1,6 +1,8 @@
 """``stockade policy``: check a policy file, test it, explain a decision, list the presets.
 
 stockade policy check stockade.toml
+generate-policy | stockade policy check -          # - reads standard input, here and for FILE,
+                                                   # CASES and --policy in every command below
 stockade policy test stockade.toml cases.toml     # its rules' examples and the cases (policy_test)
 stockade policy explain --tool write_file --arg path=.env --arg content=x
 stockade policy explain --tool run_shell --arg "command=curl x | sh" --preset permissive
@@ -21,15 +23,18 @@ import typer
 
 from stockade.engine.cli.common import (
     MountsOption,
-    PolicyOption,
+    PolicyOrStdinOption,
     PresetOption,
     fail,
+    input_file,
     load_policy,
+    usage,
 )
 from stockade.engine.cli.policy_test import policy_test
 from stockade.engine.cli.session import Session, mounts_of
 from stockade.engine.errors import CallError
 from stockade.engine.messages import ToolCall
+from stockade.errors import ConfigurationError
 from stockade.policies import PRESETS, Decision, Request, lint_policy
 from stockade.sandbox import SandboxError
 
@@ -45,13 +50,15 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text
 
 @policy_app.command()
 def check(
-    file: Annotated[Path, typer.Argument(help="The policy file (TOML).")],
+    file: Annotated[
+        Path, typer.Argument(metavar="FILE", help="The policy file (TOML); - for stdin.")
+    ],
     workspace: Annotated[
         Path | None,
         typer.Option(
+            metavar="DIR",
             help="The folder the policy will guard as /workspace, to check its paths against.",
             file_okay=False,
-            exists=True,
         ),
     ] = None,
     as_json: AsJson = False,
@@ -60,6 +67,8 @@ def check(
     (warnings and notes: exit 0), each with its line."""
     from rich.console import Console
 
+    _existing(workspace)
+    file = input_file(file)
     findings = lint_policy(file, workspace=workspace)
     errors = [f for f in findings if f.severity == "error"]
     if as_json:
@@ -72,9 +81,9 @@ def check(
         console = Console(highlight=False)
         for finding in findings:
             style = {"error": "bold red", "warning": "yellow"}.get(finding.severity, "dim")
-            console.print(f"[{style}]{file}:{finding}[/]")
+            console.print(f"{file}:{finding}", style=style, markup=False)  # may quote [x]
         verdict = "cannot be used" if errors else "can be used"
-        console.print(f"{file}: {len(findings)} finding(s); the policy {verdict}.")
+        console.print(f"{file}: {len(findings)} finding(s); the policy {verdict}.", markup=False)
     raise typer.Exit(1 if errors else 0)
 
 
@@ -101,20 +110,25 @@ def presets(as_json: AsJson = False) -> None:
 
 @policy_app.command()
 def explain(
-    tool: Annotated[str, typer.Option(help="The tool called, e.g. write_file or run_shell.")],
+    tool: Annotated[
+        str, typer.Option(metavar="NAME", help="The tool called, e.g. write_file or run_shell.")
+    ],
     arg: Annotated[
         list[str] | None,
-        typer.Option(help="An argument as name=value (JSON objects, lists, strings); repeatable."),
+        typer.Option(
+            metavar="NAME=VALUE",
+            help="An argument as name=value (JSON objects, lists, strings); repeatable.",
+        ),
     ] = None,
-    policy_file: PolicyOption = None,
+    policy_file: PolicyOrStdinOption = None,
     preset: PresetOption = None,
-    subject: Annotated[str, typer.Option(help="Who calls.")] = "agent",
+    subject: Annotated[str, typer.Option(metavar="NAME", help="Who calls.")] = "agent",
     workspace: Annotated[
         Path | None,
         typer.Option(
+            metavar="DIR",
             help="A folder as /workspace, so paths are resolved through it (links followed).",
             file_okay=False,
-            exists=True,
         ),
     ] = None,
     mounts: MountsOption = None,
@@ -126,10 +140,15 @@ def explain(
     /workspace in memory: paths are then judged as spelled, normalised)."""
     from rich.console import Console
 
-    chosen = load_policy(policy_file, preset)
+    _existing(workspace)
+    chosen = load_policy(policy_file, preset, stdin=True)
     arguments = _arguments(arg or [])
     try:
-        session = Session(chosen, mounts_of(workspace, mounts or []))
+        chosen_mounts = mounts_of(workspace, mounts or [])
+    except ConfigurationError as exc:
+        usage(str(exc))  # a --mount written wrong, or naming no folder
+    try:
+        session = Session(chosen, chosen_mounts)
     except (ValueError, SandboxError) as exc:
         fail(str(exc))
     try:
@@ -170,16 +189,25 @@ def explain(
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
     console = Console(highlight=False)
-    console.print(decision.explain())
+    console.print(decision.explain(), markup=False)  # paths and commands may hold [brackets]
     for path, access in request.paths:
-        console.print(f"  touches: {access} {path}")
+        console.print(f"  touches: {access} {path}", markup=False)
     if request.command is not None:
-        console.print(f"  command: {request.command}")
-    console.print(f"  policy: {chosen.source}")
+        console.print(f"  command: {request.command}", markup=False)
+    console.print(f"  policy: {chosen.source}", markup=False)
     if offered:
         console.print("  a yes for the session or always would keep one of (narrowest first):")
         for number, suggestion in enumerate(offered, 1):
             console.print(f"    {number}. {suggestion.summary}", markup=False)
+
+
+def _existing(workspace: Path | None) -> None:
+    """A usage error, in one line, for a --workspace that is no folder."""
+    if workspace is not None and not workspace.is_dir():
+        usage(
+            f"--workspace {workspace} does not exist or is not a folder; create it first, or "
+            "give another"
+        )
 
 
 async def _preview(

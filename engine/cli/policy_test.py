@@ -4,6 +4,7 @@ calls the policy decides otherwise than they expect.
 stockade policy test stockade.toml                  # the examples in its rules
 stockade policy test stockade.toml cases.toml       # and the cases of a cases file
 stockade policy test stockade.toml cases.toml --json
+generate-cases | stockade policy test stockade.toml -   # - : standard input (FILE or CASES)
 
 Exit codes: 0 every case passed, 1 some did not, 2 the policy or the cases file cannot be used
 (or there is nothing to test).
@@ -18,6 +19,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from stockade.engine.cli.common import STDIN, input_file
 from stockade.policies import Policy, PolicyError
 from stockade.policies.policy_examples import (
     Case,
@@ -32,21 +34,28 @@ from stockade.policies.policy_file import read
 
 
 def policy_test(
-    file: Annotated[Path, typer.Argument(help="The policy file (TOML).")],
+    file: Annotated[
+        Path, typer.Argument(metavar="FILE", help="The policy file (TOML); - for stdin.")
+    ],
     cases_file: Annotated[
         Path | None,
         typer.Argument(
-            metavar="[CASES]", help="A cases file: [[case]] tables with call and expect."
+            metavar="CASES",
+            # escaped: typer's help reads markup, and would drop "[[case]]"
+            help="A cases file: \\[\\[case]] tables with call and expect; - for stdin.",
+            show_default=False,
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:
     """Check that the policy decides each example of its rules, and each case of CASES, as
     they expect (exit 0), or list those it does not (exit 1)."""
+    if file == STDIN and cases_file == STDIN:
+        _unusable("FILE and CASES cannot both be - (standard input): give one of them as a file")
     try:
-        policy, cases = load_for_test(file)
+        policy, cases = load_for_test(input_file(file))
         if cases_file is not None:
-            cases += load_cases(cases_file)
+            cases += load_cases(input_file(cases_file))
     except PolicyError as exc:
         _unusable(str(exc))
     if not cases:
@@ -66,13 +75,13 @@ def policy_test(
 def load_for_test(path: Path) -> tuple[Policy, list[Case]]:
     """The policy file at ``path`` and the examples of its rules, to test it. Examples that
     fail do not stop this (they are what a test reports), though they stop a load; anything
-    else wrong with the file raises `PolicyError`."""
+    else wrong with the file raises `PolicyError`. The file is read once (it may be a pipe)."""
+    spec, text = read(path)  # raises if the file, or the examples themselves, are invalid
     try:
-        policy = Policy.load(path)
+        policy = Policy(spec, source=str(path), text=text, file=path.resolve())
     except PolicyError as exc:
         if not exc.problems or not all(".examples." in p.key for p in exc.problems):
             raise
-        spec, text = read(path)  # raises again if the examples themselves are invalid
         rules = [rule.model_copy(update={"examples": None}) for rule in spec.rules]
         bare = spec.model_copy(update={"rules": rules})  # the same rules, nothing to check
         policy = Policy(bare, source=str(path), text=text, file=path.resolve())

@@ -2,6 +2,7 @@
 
     stockade run calls.jsonl --workspace ./project --overlay        # review the diff, then apply
     stockade run reply.json --preset permissive --approve yes --json
+    model-output | stockade run - --approve no -v                   # calls on stdin, whole results
 
 Each call goes through the whole pipeline (policy, sandbox, audit log, traces). ``ask``
 decisions are put to the person at the terminal (``--approve ask``, the default; the answer is
@@ -12,6 +13,11 @@ The person may also approve for longer than the call: for the rest of the replay
 (or ``--apply`` is given). Ctrl-C stops the replay: what ran is in the audit log, which stays
 intact, and an overlay's changes are dropped. Pressed at a question, it refuses the call asked
 about (recorded as refused, saying so) and no later call runs (`terminal`).
+
+A line is printed per call, its result cut to the terminal's width where long (saying so:
+"… (-v for all)"); ``-v`` prints each result whole, with its metadata (`run_output`). Wrong or
+contradictory options exit 2 before anything runs (``--apply`` without ``--overlay``; ``-`` for
+the calls or the policy with ``--approve ask``, whose answers would come from the same stdin).
 """
 
 from __future__ import annotations
@@ -27,14 +33,19 @@ import typer
 
 from stockade.engine.cli.answers import ask_call, ask_host, confirm, offered
 from stockade.engine.cli.common import (
+    INTERRUPTED,
+    STDIN,
     MountsOption,
-    PolicyOption,
+    PolicyOrStdinOption,
     PresetOption,
     StateInMountOption,
     StateOption,
     fail,
+    input_file,
     load_policy,
+    usage,
 )
+from stockade.engine.cli.run_output import progress
 from stockade.engine.cli.session import Session, choose_state, mounts_of, standard_toolkit
 from stockade.engine.cli.terminal import Interrupted, Terminal
 from stockade.engine.errors import PermissionDeniedError
@@ -43,22 +54,31 @@ from stockade.engine.messages import ToolCall, ToolResult
 from stockade.engine.observe import AuditError
 from stockade.engine.pipeline import Approve
 from stockade.engine.toolkit import Toolkit
+from stockade.errors import ConfigurationError
 from stockade.policies import Decision, Policy
 from stockade.sandbox import Mount, SandboxError, VirtualFS
 
 if TYPE_CHECKING:  # rich loads only when a command prints with it, not at start-up
     from rich.console import Console
 
-INTERRUPTED = 130  # the shell's code for a run stopped by Ctrl-C
+_APPROVE = ("ask", "yes", "no")
 
 
 def run(
-    transcript: Annotated[Path, typer.Argument(help="The recorded tool calls.")],
+    transcript: Annotated[
+        Path,
+        typer.Argument(
+            metavar="TRANSCRIPT", help="The recorded tool calls (a file, or - for stdin)."
+        ),
+    ],
     workspace: Annotated[
-        Path, typer.Option(help="The folder the calls work in, as /workspace.", file_okay=False)
+        Path,
+        typer.Option(
+            metavar="DIR", help="The folder the calls work in, as /workspace.", file_okay=False
+        ),
     ] = Path("."),
     mounts: MountsOption = None,
-    policy_file: PolicyOption = None,
+    policy_file: PolicyOrStdinOption = None,
     preset: PresetOption = None,
     overlay: Annotated[
         bool, typer.Option(help="Keep changes aside; apply them only once confirmed.")
@@ -67,39 +87,60 @@ def run(
         bool, typer.Option("--apply", help="With --overlay: apply the changes without asking.")
     ] = False,
     approve: Annotated[
-        str, typer.Option(help="Answer 'ask' decisions: ask (the person at stdin), yes or no.")
+        str,
+        typer.Option(
+            metavar="ask|yes|no",
+            help="Answer 'ask' decisions: ask (the person, on stdin), yes or no for all.",
+        ),
     ] = "ask",
     state: StateOption = None,
     state_in_mount: StateInMountOption = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "-v",
+            "--verbose",
+            help="Show each call's whole result and its metadata (by default: a line per call, "
+            "cut where long, saying so).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
 ) -> None:
     """Replay recorded tool calls (OpenAI, Anthropic, JSONL of calls, or XML) through the engine.
-    Exit 0 when every call succeeded, 1 when some did not (or the input was bad), 130 on
-    Ctrl-C."""
+
+    Exit 0 when every call succeeded, 1 when some did not (or the input was bad), 2 for wrong
+    options, 130 on Ctrl-C.
+    """
     from rich.console import Console
 
-    if approve not in ("ask", "yes", "no"):
-        fail(f"--approve must be ask, yes or no, not {approve!r}")
-    policy = load_policy(policy_file, preset)
+    _check_options(transcript, policy_file, approve, overlay=overlay, apply=apply)
     if not workspace.is_dir():
-        fail(f"the workspace {workspace} does not exist or is not a folder; create it first")
+        usage(
+            f"--workspace {workspace} does not exist or is not a folder; create it first, or "
+            "give another"
+        )
+    policy = load_policy(policy_file, preset, stdin=True)
     if not overlay and not os.access(workspace, os.W_OK):
         fail(f"the workspace {workspace} is not writable; use --overlay to only look")
     toolkit = standard_toolkit()
     try:
-        calls = load_transcript(transcript, toolkit=toolkit)
         chosen = mounts_of(workspace, mounts or [], overlay=overlay)
+    except ConfigurationError as exc:
+        usage(str(exc))
+    try:
+        calls = load_transcript(input_file(transcript), toolkit=toolkit)
         folder = choose_state(state, workspace, chosen, in_mount=state_in_mount)
     except (TranscriptError, ValueError) as exc:
         fail(str(exc))
     console = Console(stderr=as_json, highlight=False)
     replay = _Replay(toolkit, policy, workspace, chosen, overlay, approve, folder, console)
     replay.apply_without_asking = apply
+    replay.verbose = verbose
     try:
         results = asyncio.run(replay.run(calls, transcript))
     except KeyboardInterrupt:
         _interrupted(replay, len(calls), at_question=False)
-    except (SandboxError, AuditError, OSError) as exc:
+    except (SandboxError, AuditError, ConfigurationError, OSError) as exc:
         fail(str(exc))
     if replay.terminal.interrupted:
         _interrupted(replay, len(calls), at_question=True)
@@ -117,9 +158,39 @@ def run(
     console.print(
         f"{len(results)} calls: {len(results) - len(failed)} ok, {len(failed)} not "
         f"({', '.join(sorted({r.status for r in failed})) or 'none'}). "
-        f"Audit log: {replay.audit_path}; traces: {replay.traces_path}."
+        f"Audit log: {replay.audit_path}; traces: {replay.traces_path}.",
+        markup=False,
+        soft_wrap=True,  # one line, for a script (or grep)
     )
     raise typer.Exit(1 if failed else 0)
+
+
+def _check_options(
+    transcript: Path, policy_file: Path | None, approve: str, *, overlay: bool, apply: bool
+) -> None:
+    """Exit 2 for options that contradict each other, before anything is read or run."""
+    if approve not in _APPROVE:
+        usage(f"--approve must be ask, yes or no, not {approve!r}")
+    if apply and not overlay:
+        usage(
+            "--apply applies an overlay's changes without asking: give it with --overlay "
+            "(without --overlay, each change is made as its call runs)"
+        )
+    readers = [
+        name
+        for name, reads in (
+            ("TRANSCRIPT -", transcript == STDIN),
+            ("--policy -", policy_file == STDIN),
+        )
+        if reads
+    ]
+    if len(readers) > 1:
+        usage("TRANSCRIPT - and --policy - both read standard input: give one of them as a file")
+    if readers and approve == "ask":
+        usage(
+            f"{readers[0]} reads standard input, where the answers to the questions would come "
+            "from: give --approve yes or --approve no"
+        )
 
 
 def _interrupted(replay: _Replay, total: int, *, at_question: bool) -> NoReturn:
@@ -134,10 +205,12 @@ def _interrupted(replay: _Replay, total: int, *, at_question: bool) -> NoReturn:
             "[bold yellow]interrupted[/] at the question (Ctrl-C): that call was refused and "
             f"no later one ran ({done} of {total} calls done); "
         )
+    from rich.markup import escape
+
     replay.console.print(
         what
         + ("the overlay's changes were dropped; " if replay.overlay else "")
-        + f"the audit log {replay.audit_path} is intact"
+        + f"the audit log {escape(str(replay.audit_path))} is intact"
     )
     raise typer.Exit(INTERRUPTED)
 
@@ -170,6 +243,7 @@ class _Replay:
         self.audit_path = state / "audit.jsonl"
         self.traces_path = state / "traces.jsonl"
         self.apply_without_asking = False
+        self.verbose = False  # each call's whole result and metadata, not a line cut to fit
         self.terminal = Terminal()
         self.reviewing = False  # the overlay's changes are being shown (no call is running)
 
@@ -195,14 +269,8 @@ class _Replay:
         return self.results
 
     def _progress(self, number: int, total: int, result: ToolResult) -> None:
-        style = {"ok": "green", "denied": "magenta", "timeout": "yellow"}.get(result.status, "red")
-        decision = result.decision
-        why = f" · {decision.rule}" if decision is not None and decision.rule else ""
-        detail = result.error.message if result.error is not None else result.text
-        detail = detail.replace("\n", " ")[:100]
-        self.console.print(
-            f"[dim][{number}/{total}][/] {result.tool} [{style}]{result.status}[/]{why}  {detail}"
-        )
+        for line in progress(number, total, result, self.console.width, verbose=self.verbose):
+            self.console.print(line)
 
     async def _answer(self, call: ToolCall, decision: Decision) -> Approve | bool | str:
         if self.approve != "ask":
@@ -237,13 +305,15 @@ class _Replay:
         return await ask_call(self.terminal, decision.suggestions, self.policy.file)
 
     async def _review(self, fs: VirtualFS) -> None:
+        from rich.markup import escape
+
         changes = fs.changes()
         self.changes = [{"path": c.path, "kind": c.kind} for c in changes]
         if not changes:
             self.console.print("The calls changed nothing in the workspace.")
             return
         for change in changes:
-            self.console.print(f"[bold]{change.kind}[/] {change.path}")
+            self.console.print(f"[bold]{change.kind}[/] {escape(change.path)}")
             if change.diff:
                 self.console.print(change.diff.rstrip("\n"), markup=False)
         question = f"Apply these {len(changes)} change(s) to {self.workspace}?"
@@ -255,7 +325,9 @@ class _Replay:
         if apply:
             fs.commit()
             self.applied = True
-            self.console.print(f"Applied {len(changes)} change(s) to {self.workspace}.")
+            self.console.print(
+                f"Applied {len(changes)} change(s) to {self.workspace}.", markup=False
+            )
         else:
             self.console.print("Not applied: the workspace is unchanged.")
 

@@ -82,6 +82,18 @@ def choose_state(
     return chosen
 
 
+def state_error(state: Path, exc: OSError) -> ConfigurationError:
+    """The error for a state folder that cannot be made or written: which folder, why, and
+    what to do (``--state`` names it; the default one lies in the user's state folder)."""
+    why = exc.strerror or str(exc)
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(state) else ""
+    return ConfigurationError(
+        f"--state {state}: the state folder (for the audit log and the traces) cannot be "
+        f"created or written{where}: {why}. Give --state DIR, a folder you can write, or fix "
+        "the permissions of that one"
+    )
+
+
 def standard_toolkit(*, shell: bool = True) -> Toolkit:
     """The tools the commands offer: the file tools, and the command tools unless ``shell`` is
     false."""
@@ -97,8 +109,9 @@ class Session:
     over them. With ``state``, the audit log and the traces go to ``state/audit.jsonl`` and
     ``state/traces.jsonl`` (and hosts approved "always" to ``state/approved-hosts.json``);
     without, nothing is recorded. Close it (``async with``, or
-    `aclose`) to write what is waiting. Raises `SandboxError`, `AuditError` or OSError when a
-    part cannot be opened, having closed the parts opened before it."""
+    `aclose`) to write what is waiting. Raises `SandboxError` or `AuditError` when a part
+    cannot be opened, and `ConfigurationError` naming ``--state`` when the state folder cannot
+    be made or written, having closed the parts opened before it."""
 
     def __init__(
         self,
@@ -118,13 +131,16 @@ class Session:
             self.fs = VirtualFS(list(mounts))
             opened.callback(self.fs.close)
             if state is not None:
-                state.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's alone
-                self.audit = AuditLog(state / "audit.jsonl")
-                opened.callback(self.audit.close)
-                from stockade.engine.observe.tracing import tracer_provider
+                try:
+                    state.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's alone
+                    self.audit = AuditLog(state / "audit.jsonl")
+                    opened.callback(self.audit.close)
+                    from stockade.engine.observe.tracing import tracer_provider
 
-                self.provider = tracer_provider("jsonl", path=state / "traces.jsonl")
-                opened.callback(self.provider.shutdown)
+                    self.provider = tracer_provider("jsonl", path=state / "traces.jsonl")
+                    opened.callback(self.provider.shutdown)
+                except OSError as exc:
+                    raise state_error(state, exc) from exc
             self.engine = Engine(
                 self.toolkit,
                 policy=policy,
@@ -180,4 +196,11 @@ class Session:
                     provider.shutdown()
 
 
-__all__ = ["Session", "choose_state", "mounts_of", "parse_mount", "standard_toolkit"]
+__all__ = [
+    "Session",
+    "choose_state",
+    "mounts_of",
+    "parse_mount",
+    "standard_toolkit",
+    "state_error",
+]

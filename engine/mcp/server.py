@@ -2,6 +2,7 @@
 
     service = McpService(engine)                 # the engine's toolkit, policy, VFS, audit, traces
     await service.serve_stdio()                  # or: await service.serve_http(port=8765)
+    await service.serve_http(8765, token=secret, stop=event)   # bearer token; stops when set
 
 Clients see the toolkit's *active* tools with their JSON schemas and MCP annotations derived
 from the tool attributes (`annotations_of`). A call is an `Engine.call` like any other: policy,
@@ -27,18 +28,31 @@ answering into nothing. `DisconnectCancels` does for handshake-era requests what
 for 2026-07-28 ones, as a server middleware (the SDK's hook around every handler), with the
 request the SDK hands it. The server keeps no event store, so a closed stream cannot be resumed
 and nobody is left to take the answer.
+
+Over HTTP, `BearerToken` can require ``Authorization: Bearer <token>`` of every request (401
+with ``WWW-Authenticate: Bearer`` otherwise; compared in constant time), in front of the SDK's
+own loopback Host and Origin checks. Stopping (``stop`` set) cancels the requests being
+answered, ending their streams cleanly (a call among them is cancelled and recorded so), then
+lets uvicorn close its connections and the SDK its sessions: nothing is cut off mid-response,
+so nothing logs a traceback. uvicorn's own signal handling is left out: the caller decides what
+a signal means.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import hmac
 import logging
+import socket
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import mcp_types as types
+import uvicorn
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.stdio import stdio_server
@@ -46,7 +60,8 @@ from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS, is_version_at_least
 from starlette.requests import Request
-from starlette.types import Receive
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stockade.engine.errors import CallError, PermissionDeniedError
 from stockade.engine.formats.mcp import hints
@@ -70,6 +85,7 @@ from stockade.policies.suggestions import Suggestion
 from stockade.version import __version__
 
 log = logging.getLogger("stockade.mcp")
+STOP_GRACE_S = 2.0  # for connections to close once stopped, before uvicorn cuts them
 
 
 def annotations_of(tool: RegisteredTool, *, network: bool) -> types.ToolAnnotations:
@@ -117,14 +133,47 @@ class McpService:
         async with stdio_server() as (read, write):
             await self.server.run(read, write, self.initialization_options())
 
-    async def serve_http(self, port: int, host: str = "127.0.0.1") -> None:
-        """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled (loopback by
-        default: the SDK then also refuses other Host and Origin headers)."""
-        import uvicorn  # comes with the SDK; only HTTP serving needs it
+    async def serve_http(
+        self,
+        port: int,
+        host: str = "127.0.0.1",
+        *,
+        token: str | None = None,
+        sock: socket.socket | None = None,
+        stop: asyncio.Event | None = None,
+        ready: Callable[[], None] | None = None,
+    ) -> None:
+        """Serve streamable HTTP at ``http://host:port/mcp`` until ``stop`` is set, or until
+        cancelled (loopback by default: the SDK then also refuses other Host and Origin
+        headers). With ``token``, every request must carry ``Authorization: Bearer <token>``.
+        ``sock`` is a socket already bound (`bind_loopback`), else one is bound here (OSError
+        when it cannot be: the port is in use, say). ``ready`` is called once it accepts
+        connections."""
+        sock = sock if sock is not None else bind_loopback(port, host)
+        requests = _Requests(self.server.streamable_http_app(host=host))
+        app: ASGIApp = requests if token is None else BearerToken(requests, token)
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=int(STOP_GRACE_S),
+        )
+        server = _Uvicorn(config, ready)
 
-        app = self.server.streamable_http_app(host=host)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-        await uvicorn.Server(config).serve()
+        async def stop_when_asked(event: asyncio.Event) -> None:
+            await event.wait()
+            requests.stop()  # their streams end; uvicorn's shutdown then finds them closed
+            server.should_exit = True
+
+        watcher = asyncio.create_task(stop_when_asked(stop)) if stop is not None else None
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            sock.close()
 
     def initialization_options(self) -> Any:
         """What the server announces: tools, whose list may change."""
@@ -221,6 +270,137 @@ class McpService:
                 f"not approved: asking the client failed ({type(exc).__name__}: {exc})"
             ) from None
         return answer_of(reply.action, reply.content, decision.suggestions)
+
+
+def bind_loopback(port: int, host: str = "127.0.0.1") -> socket.socket:
+    """A TCP socket bound to ``host:port``, to hand to `McpService.serve_http`; raises OSError
+    (``errno.EADDRINUSE`` when the port is in use) so that a caller can say so before it
+    starts anything else."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # as uvicorn does: a server restarted at once is not refused for its old connections
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class BearerToken:
+    """ASGI middleware: an HTTP request without ``Authorization: Bearer <token>`` is answered
+    401 with ``WWW-Authenticate: Bearer`` (RFC 6750) and goes no further. The token is
+    compared in constant time and never logged or echoed. Lifespan events pass through; a
+    websocket (which the server does not offer) is closed unless it carries the token."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        if not token:
+            raise ValueError("BearerToken: the token is empty; give the secret clients must send")
+        self.app = app
+        self._token = token.encode("utf-8")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" or self._admits(scope):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "http":
+            await self._refuse(scope, receive, send)
+        else:
+            await send({"type": "websocket.close", "code": 1008})
+
+    def _admits(self, scope: Scope) -> bool:
+        given = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), b"")
+        scheme, _, credentials = given.strip().partition(b" ")
+        # compare_digest even for a wrong scheme: the time taken says nothing about the token
+        matches = hmac.compare_digest(credentials.strip(), self._token)
+        return matches and scheme.lower() == b"bearer"
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sent = any(k == b"authorization" for k, _ in scope.get("headers", ()))
+        challenge = 'Bearer realm="stockade"' + (', error="invalid_token"' * sent)
+        response = JSONResponse(
+            {
+                "error": "invalid_token" if sent else "unauthorized",
+                "error_description": (
+                    "this server requires the header Authorization: Bearer <token>, with the "
+                    "token `stockade serve` was given"
+                    + (" (the one sent does not match)" if sent else "")
+                ),
+            },
+            status_code=401,
+            headers={"WWW-Authenticate": challenge},
+        )
+        await response(scope, receive, send)
+
+
+class _Requests:
+    """ASGI middleware that holds the HTTP requests being answered, to end them all when the
+    server stops: each is cancelled (a call it carries is cancelled and recorded), and a
+    response it had begun is ended with an empty last chunk, as a complete response, so that
+    uvicorn neither logs it as an error nor waits for a stream that would never end. A request
+    that comes after is answered 503."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._running: set[anyio.CancelScope] = set()
+        self._stopping = False
+
+    def stop(self) -> None:
+        self._stopping = True
+        for scope in list(self._running):
+            scope.cancel()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self._stopping:
+            await JSONResponse({"error": "the server is stopping"}, 503)(scope, receive, send)
+            return
+        state = {"started": False, "done": False}
+
+        async def tracked(message: Message) -> None:
+            state["started"] |= message["type"] == "http.response.start"
+            state["done"] |= message["type"] == "http.response.body" and not message.get(
+                "more_body", False
+            )
+            await send(message)
+
+        with self._holding() as cancel:
+            await self.app(scope, receive, tracked)
+        if not cancel.cancelled_caught or state["done"]:
+            return
+        with contextlib.suppress(OSError):  # the client may be gone already
+            if state["started"]:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                await JSONResponse({"error": "the server is stopping"}, 503)(scope, receive, send)
+
+    @contextlib.contextmanager
+    def _holding(self) -> Iterator[anyio.CancelScope]:
+        with anyio.CancelScope() as cancel:
+            self._running.add(cancel)
+            try:
+                yield cancel
+            finally:
+                self._running.discard(cancel)
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, minus its signal handlers (the caller's own decide what SIGINT and
+    SIGTERM mean, and set ``stop``), telling ``ready`` once it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, ready: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self._ready is not None:
+            self._ready()
 
 
 class DisconnectCancels:

@@ -214,9 +214,13 @@ def read_audit(
     call_id: str | None = None,
     since: float | None = None,
     until: float | None = None,
+    strict: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """The records of the log (rotated files first), oldest first, that pass the filters.
-    A half-written last line is skipped. Does not verify: use `verify_audit` for that."""
+    A half-written last line is skipped. Does not verify: use `verify_audit` for that. A line
+    that is not JSON is skipped; with ``strict``, a line that is not an audit record (not JSON,
+    or no ``seq``, ``kind`` and ``hash``) raises `AuditError` naming the file and the line, so
+    that a file that is no audit log says so instead of reading as an empty one."""
     wanted = AuditFilter(tool, kind, effect, status, path_glob, call_id, since, until)
     path = Path(path)
     if not path.exists() and not rotated_files(path):
@@ -225,15 +229,38 @@ def read_audit(
         if not current.exists():
             continue
         with current.open("rb") as handle:
-            for line in handle:
+            for number, line in enumerate(handle, start=1):
                 if not line.endswith(b"\n"):
-                    break  # a half-written last line
+                    # a half-written last record (a writer's crash, or one writing now)
+                    if strict and not line.startswith(b"{"):
+                        raise _not_a_record(current, number, "its text is not JSON")
+                    break
                 try:
                     record = orjson.loads(line)
                 except orjson.JSONDecodeError:
+                    if strict:
+                        raise _not_a_record(current, number, "its text is not JSON") from None
                     continue
+                if strict and not _is_record(record):
+                    raise _not_a_record(current, number, "no seq, kind and hash")
                 if isinstance(record, dict) and wanted.keeps(record):
                     yield record
+
+
+def _is_record(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("seq"), int)
+        and isinstance(value.get("kind"), str)
+        and isinstance(value.get("hash"), str)
+    )
+
+
+def _not_a_record(path: Path, line: int, why: str) -> AuditError:
+    return AuditError(
+        f"{path} line {line} is not an audit record ({why}): is it a Stockade audit log? "
+        "Check the path (`stockade audit verify` says more)"
+    )
 
 
 __all__ = ["AuditFilter", "AuditReport", "read_audit", "verify_audit", "verify_log"]
