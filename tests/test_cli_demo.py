@@ -163,6 +163,29 @@ def test_bad_workspace_options_are_usage_errors(
     assert sorted(os.listdir(tmp_path)) == ["tmp"]  # nothing created: no missing/, no state
 
 
+def test_a_workspace_that_is_a_link_to_nothing_is_a_usage_error(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    done = _demo("--workspace", "dangling", cwd=tmp_path, env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "a link to nothing" in _one_clear_line(done.stderr)
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_state_folder_that_cannot_be_made_leaves_the_workspace_unwritten(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The state folder is made before the workspace is written: a demo that cannot keep its
+    log writes nothing, so running it again with a good --state finds the folder still new."""
+    (tmp_path / "a-file").write_text("not a folder\n")
+    bad_state = str(tmp_path / "a-file" / "state")
+    done = _demo("--workspace", "ws", "--state", bad_state, cwd=tmp_path, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "--state" in _one_clear_line(done.stderr)
+    assert not (tmp_path / "ws").exists()
+
+
 # -- 2. the audit log's verdict -------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -321,3 +322,54 @@ def test_tail_follow_waits_for_the_log_and_ctrl_c_exits_130(tmp_path: Path) -> N
     assert out.count("waiting for") == 1  # said once
     assert "Traceback" not in out
     assert verify_audit(log).ok
+
+
+def test_an_empty_policy_on_standard_input_is_refused_not_taken_for_no_rules(
+    project: Path,
+) -> None:
+    """`cat missing.toml | stockade run ... --policy -` reads nothing: that must not become a
+    policy without rules (which allows what is not dangerous), and nothing may run."""
+    calls = project / "calls.jsonl"
+    write = {"name": "write_file", "arguments": {"path": "pwn.txt", "content": "x"}}
+    calls.write_text(json.dumps(write) + "\n")
+    done = stockade_cli(
+        "run", str(calls), "--workspace", "ws", "--policy", "-", "--approve", "no",
+        cwd=project, stdin="",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "standard input held no policy" in _one_error_line(done.stderr)
+    assert not (project / "ws" / "pwn.txt").exists()
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly_with_141(project: Path) -> None:
+    """`stockade ... | head -1`: the output's reader closing is no bug to report."""
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "stockade"), "version"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=project,
+    )
+    assert process.stdout is not None
+    process.stdout.close()  # before it writes: its first write finds nobody reading
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 141, err
+    assert b"bug" not in err
+    assert b"Traceback" not in err
+
+
+def test_verify_of_a_folder_or_of_a_missing_named_seal_says_not_intact(
+    project: Path, log: Path
+) -> None:
+    folder = project / "a-folder.jsonl"
+    folder.mkdir()
+    done = stockade_cli("audit", "verify", str(folder), cwd=project)
+    assert done.returncode == 1
+    assert "cannot read" in done.stdout + done.stderr
+    assert "bug" not in done.stderr
+    fine = stockade_cli("audit", "verify", str(log), cwd=project)
+    assert fine.returncode == 0, fine.stdout + fine.stderr
+    typo = stockade_cli(
+        "audit", "verify", str(log), "--seal", str(project / "nope.seal"), cwd=project
+    )
+    assert typo.returncode == 1
+    assert "does not exist" in typo.stdout + typo.stderr

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -28,6 +30,8 @@ from stockade.engine.cli.policy import policy_app
 from stockade.engine.cli.run import run
 from stockade.engine.cli.serve import serve
 from stockade.version import __version__
+
+BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
 class _Commands(TyperGroup):
@@ -44,6 +48,11 @@ class _Commands(TyperGroup):
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, TyperException, KeyboardInterrupt):
             raise  # exit codes, usage errors and Ctrl-C keep their own handling
+        except BrokenPipeError:
+            # the reader of the output went away (`| head`): nothing more to say, and no
+            # flush at exit may fail again; 141 is what a shell reports for SIGPIPE
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(BROKEN_PIPE) from None
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise

@@ -75,6 +75,11 @@ def load_policy(file: Path | None, preset: str | None, *, stdin: bool = False) -
                 )
             # no `file`: a policy read from a pipe has nowhere to keep approvals "always"
             spec, text = read(STDIN_FILE)
+            if not text.strip():  # a pipe from a file that was missing: not "no rules at all"
+                fail(
+                    "--policy -: standard input held no policy (it was empty); pipe the policy "
+                    "file in, or give its path"
+                )
             return Policy(spec, source=str(STDIN_FILE), text=text)
         if file is not None:
             return Policy.load(file)

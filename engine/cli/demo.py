@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -23,7 +24,7 @@ from stockade.engine.cli.common import StateInMountOption, StateOption, fail, us
 from stockade.engine.cli.demo_session import DemoReport, DemoStep, open_session, run_demo
 from stockade.engine.cli.demo_table import audit_verdict, demo_table, plural, summary
 from stockade.engine.cli.demo_workspace import DemoFolders, check_workspace, demo_folders
-from stockade.engine.cli.session import choose_state, mounts_of
+from stockade.engine.cli.session import choose_state, mounts_of, state_error
 from stockade.engine.observe import verify_audit
 from stockade.errors import ConfigurationError, StockadeError
 
@@ -71,6 +72,12 @@ def demo(
         folder = choose_state(state, chosen, mounts_of(chosen), in_mount=state_in_mount)
     except ConfigurationError as exc:
         fail(str(exc))
+    try:  # the state folder before the workspace: a demo that cannot keep its log writes nothing
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied", str(folder))
+    except OSError as exc:
+        fail(str(state_error(folder, exc)))
     report = DemoReport()
     try:
         with demo_folders(chosen) as folders:

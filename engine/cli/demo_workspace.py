@@ -54,6 +54,10 @@ def check_workspace(workspace: Path, *, force: bool) -> Path:
     what to do. Creates nothing."""
     full = Path(os.path.abspath(workspace))
     shown = str(workspace)
+    if full.is_symlink() and not full.exists():
+        raise ConfigurationError(
+            f"--workspace {shown} is a link to nothing ({os.readlink(full)}); give a folder"
+        )
     if not full.exists():
         if not full.parent.is_dir():
             raise ConfigurationError(

@@ -226,7 +226,7 @@ def _arguments(items: list[str]) -> dict[str, Any]:
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            fail(f"--arg {item!r} is not name=value; write e.g. --arg path=notes.txt")
+            usage(f"--arg {item!r} is not name=value; write e.g. --arg path=notes.txt")
         # JSON for objects, lists, quoted strings and literals; anything else is text (the
         # tool's schema turns "5" into 5 where it wants a number, but not 5 into "5")
         if value[:1] in ("{", "[", '"') or value in ("true", "false", "null"):
@@ -234,6 +234,6 @@ def _arguments(items: list[str]) -> dict[str, Any]:
                 arguments[name] = json.loads(value)
                 continue
             except ValueError:
-                fail(f"--arg {name}: {value!r} looks like JSON but is not valid JSON")
+                usage(f"--arg {name}: {value!r} looks like JSON but is not valid JSON")
         arguments[name] = value
     return arguments

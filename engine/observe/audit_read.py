@@ -64,6 +64,9 @@ def verify_audit(path: str | Path, *, seal: str | Path | None = None) -> AuditRe
 def verify_log(path: Path, seal: Path | None, head: Head | None) -> AuditReport:
     """`verify_audit`, also holding the log to ``head``, the chain's head as the process that
     writes it knows it (`AuditLog.verify`)."""
+    if seal is not None and not seal.exists():  # named, so expected: a typo, or it was deleted
+        absent = f"the seal {seal} given for {path} does not exist"
+        return AuditReport(False, 0, (str(path),), absent, None, str(seal), seal=str(seal))
     seal = seal if seal is not None else seal_path(path)
     files = [*rotated_files(path), path] if path.exists() else rotated_files(path)
     names = tuple(str(f) for f in files)
@@ -91,7 +94,11 @@ def verify_log(path: Path, seal: Path | None, head: Head | None) -> AuditReport:
     partial = False
     hashes = {h.seq: "" for _, h in held}  # the hash each sealed record turned out to have
     for index, current in enumerate(files):
-        data = current.read_bytes()
+        try:
+            data = current.read_bytes()
+        except OSError as exc:  # a folder, or a file this user cannot read
+            unreadable = f"cannot read {current}: {exc.strerror or exc}"
+            return AuditReport(False, count, names, unreadable, None, str(current))
         lines = data.split(b"\n")
         last_file = index == len(files) - 1
         for number, line in enumerate(lines, start=1):
