@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from stockade import (
     AuditLog,
@@ -25,6 +26,7 @@ from stockade import (
     tool,
 )
 from stockade.engine import ToolContext
+from stockade.engine.observe.tracing import memory_provider
 from stockade.engine.pipeline import Approver
 from stockade.sandbox import Mount, VirtualFS
 
@@ -65,10 +67,20 @@ class SecondLook(ToolBase):
 class Workspace:
     """A host folder at /workspace, holding a ``.env`` whose content must survive refusals."""
 
-    def __init__(self, root: Path, audit: AuditLog) -> None:
+    def __init__(self, root: Path, audit: AuditLog, spans: InMemorySpanExporter) -> None:
         self.root = root
         self.audit = audit
+        self.spans = spans  # the engine's finished spans
         (root / ".env").write_text(SECRET)
+
+    def span(self, call_id: str) -> dict[str, Any]:
+        """The attributes of the one span of call ``call_id``."""
+        (found,) = [
+            dict(s.attributes or {})
+            for s in self.spans.get_finished_spans()
+            if (s.attributes or {}).get("gen_ai.tool.call.id") == call_id
+        ]
+        return found
 
     def text(self, name: str) -> str | None:
         path = self.root / name
@@ -89,7 +101,7 @@ async def engine_on(
     tmp_path: Path, *, approver: Approver | None = None, toolkit: Toolkit | None = None
 ) -> AsyncIterator[tuple[Engine, Workspace]]:
     """An engine with the file tools and ``word_count`` on a fresh workspace, the ``default``
-    preset (it asks before ``.env`` and ``.git/``) and an audit log."""
+    preset (it asks before ``.env`` and ``.git/``), an audit log and spans kept in memory."""
     root = tmp_path / "ws"
     root.mkdir()
     if toolkit is None:
@@ -100,9 +112,15 @@ async def engine_on(
         VirtualFS([Mount("/workspace", root)]) as fs,
         AuditLog(tmp_path / "audit.jsonl") as audit,
     ):
-        place = Workspace(root, audit)
+        provider, spans = memory_provider()
+        place = Workspace(root, audit, spans)
         engine = Engine(
-            toolkit, policy=Policy.preset("default"), fs=fs, audit=audit, approver=approver
+            toolkit,
+            policy=Policy.preset("default"),
+            fs=fs,
+            audit=audit,
+            approver=approver,
+            tracer_provider=provider,
         )
         async with engine:
             yield engine, place

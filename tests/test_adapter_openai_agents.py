@@ -150,6 +150,13 @@ async def test_a_rejected_ask_is_refused_audited_and_never_runs(tmp_path: Path) 
             "refused",
         )
         assert outcome["reason"].endswith("refused in the OpenAI Agents SDK run")
+        # a call like any other: in the engine's calls, and a span of its own
+        assert engine.calls.result("c1").status == "denied"  # type: ignore[union-attr]
+        span = place.span("c1")
+        assert (span["stockade.status"], span["stockade.decision.rule"]) == (
+            "denied",
+            "dangerous-path",
+        )
 
 
 async def test_a_rejection_message_is_what_the_model_reads(tmp_path: Path) -> None:

@@ -147,6 +147,9 @@ async def test_a_denied_ask_is_refused_audited_and_never_runs(tmp_path: Path) ->
         assert (intent["effect"], intent["rule"]) == ("ask", "dangerous-path")
         assert (outcome["status"], outcome["approval"]) == ("denied", "refused")
         assert outcome["reason"].endswith("refused in the pydantic-ai run")
+        # a call like any other: in the engine's calls, and a span of its own
+        assert engine.calls.result("c1").status == "denied"  # type: ignore[union-attr]
+        assert place.span("c1")["stockade.status"] == "denied"
 
 
 async def test_an_approval_answers_its_own_call_and_no_other(tmp_path: Path) -> None:

@@ -5,9 +5,10 @@ A framework with human-in-the-loop approval (the Agents SDK's ``needs_approval``
 deferred approvals) decides *before* it runs a tool whether to stop and ask; `ask_of` is the
 policy's answer to that question, without running or recording anything. When the app says yes,
 the call runs through the engine with an approver that answers for that call alone. When the
-app says no, the framework never calls the tool, so the adapter records the refusal itself
-(`record_refusal`): an ``intent`` record with the policy's ask and an ``outcome`` record, denied,
-``approval: refused``, as the engine writes for an approver's no. Nothing runs.
+app says no, the framework never calls the tool, so the adapter tells the engine
+(`record_refusal`, through `Engine.refuse`): an ``intent`` record with the policy's ask and an
+``outcome`` record, denied, ``approval: refused``, a span and an entry in ``engine.calls``, as
+for an approver's no. Nothing runs.
 
 Usage::
 
@@ -20,16 +21,12 @@ Usage::
 from __future__ import annotations
 
 import logging
-from time import perf_counter
 from typing import Literal
 
-from stockade.engine.errors import CallError
-from stockade.engine.messages import CallNotes, ErrorInfo, ToolCall, ToolResult
-from stockade.engine.observe import AuditError
-from stockade.engine.observe.records import intent_record, outcome_record
+from stockade.engine.messages import ToolCall
 from stockade.engine.pipeline import Engine
 from stockade.errors import ConfigurationError
-from stockade.policies import Decision, Effect, Request
+from stockade.policies import Decision, Effect
 
 log = logging.getLogger("stockade.engine")
 
@@ -63,40 +60,8 @@ async def ask_of(engine: Engine, call: ToolCall) -> Decision | None:
 
 
 def record_refusal(engine: Engine, call: ToolCall, verdict: str) -> Decision:
-    """Record in ``engine``'s audit log that ``call`` was asked about and refused (``verdict``
-    says by whom, and why), without running it; returns the refused decision (its reason ends
-    with ``verdict``). The log's trouble is logged, not raised: the call stays refused."""
-    started = perf_counter()
-    request: Request | None = None
-    asked: Decision | None = None
-    try:
-        request, asked = engine.preview(call)
-    except CallError:
-        pass  # an unknown tool or bad arguments: refused all the same, recorded without intent
-    except Exception as exc:  # a path outside every mount ...: the policy never saw it
-        log.info("call %s (%s) could not be judged for its refusal: %s", call.id, call.name, exc)
-    refused = (
-        asked.answered(False, verdict)
-        if asked is not None
-        else Decision(Effect.DENY, None, verdict)
-    )
-    audit = engine.audit
-    if audit is None:
-        return refused
-    result = ToolResult(
-        call_id=call.id,
-        tool=call.name,
-        status="denied",
-        error=ErrorInfo("PermissionDeniedError", refused.reason),
-        decision=refused,
-        duration_s=perf_counter() - started,
-        notes=CallNotes(approval="refused"),
-        metadata={"approval": "refused"},
-    )
-    try:
-        if request is not None and asked is not None:
-            audit.append(intent_record(call, request, asked))
-        audit.append(outcome_record(call, result))
-    except AuditError as exc:  # the refusal holds; only its record is missing
-        log.error("the refusal of call %s (%s) was not audited: %s", call.id, call.name, exc)
-    return refused
+    """Record that ``call`` was asked about and refused (``verdict`` says by whom, and why),
+    without running it, as the engine records any call (`Engine.refuse`: the audit log, the
+    span, ``engine.calls``); returns the refused decision (its reason ends with ``verdict``)."""
+    refused = engine.refuse(call, verdict).decision
+    return refused if refused is not None else Decision(Effect.DENY, None, verdict)

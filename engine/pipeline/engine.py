@@ -36,6 +36,7 @@ from stockade.engine.pipeline._external import ExternalCalls
 from stockade.engine.pipeline._judge import admit_call, refused, verdict
 from stockade.engine.pipeline._lasting import Lasting
 from stockade.engine.pipeline._prompt_state import PendingCall, pending_calls, prompt_state
+from stockade.engine.pipeline._refusal import refuse
 from stockade.engine.pipeline._schedule import Admission, in_batches
 from stockade.engine.pipeline._state import Admitted, Approver, RunFailed, positive
 from stockade.engine.pipeline._validate import validate
@@ -262,6 +263,8 @@ class Engine:
         self._finish(call, result)
         content = result.content if admitted is None or result.status == "denied" else []
         yield ToolChunk(call.id, result.tool, content, True, result)
+
+    refuse = refuse  # a call its caller refused, recorded and not run: see `_refusal`
 
     def preview(self, call: ToolCall) -> tuple[Request, Decision]:
         """What the policy would decide on ``call``, without running it, asking anyone or
