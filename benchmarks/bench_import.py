@@ -22,7 +22,9 @@ measured, so machine noise hits all alike:
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -47,6 +49,7 @@ def ways(python: str, module: str, label: str) -> list[Way]:
 # run from a folder of its own: ``python -c`` puts the working folder first on sys.path, and
 # a checkout's folders there would be imported instead of the install being measured
 NEUTRAL = tempfile.mkdtemp(prefix="stockade-bench-import-")
+atexit.register(shutil.rmtree, NEUTRAL, ignore_errors=True)  # empty, but not left behind
 
 
 def timed(argv: list[str]) -> float:

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +162,9 @@ def test_peers_benchmark_quick_run_reports_every_way_or_that_its_peer_is_missing
 
 
 def test_import_benchmark_times_the_library_and_the_command_against_the_interpreter() -> None:
+    before = set(Path(tempfile.gettempdir()).glob("stockade-bench-import-*"))
     rows = {r["measure"]: r for r in quick_json("bench_import.py")}
+    assert set(Path(tempfile.gettempdir()).glob("stockade-bench-import-*")) == before  # no litter
     assert set(rows) == {
         "python -c pass",
         "from stockade.engine import Engine",
