@@ -198,3 +198,12 @@ def read_until(fd: int, marker: bytes, limit: float = 30.0) -> bytes:
         if marker and marker in seen:
             return seen
     raise AssertionError(f"{marker!r} never came; saw {seen.decode(errors='replace')}")
+
+
+def one_error_line(stderr: str) -> str:
+    """The one line a command's error is (``error: ...``, no traceback), which it returns."""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: "), stderr
+    assert "Traceback" not in stderr
+    return lines[0]

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support import snapshot, stockade_cli
+from support import one_error_line, snapshot, stockade_cli
 
 from stockade import AuditLog, Engine, ToolCall, Toolkit, tool
 from stockade.engine.cli.demo_session import DemoReport, DemoStep
@@ -45,14 +45,6 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 def _demo(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return stockade_cli("demo", *args, cwd=cwd, env=env)
-
-
-def _one_clear_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    assert lines[0].startswith("error: "), stderr
-    assert "Traceback" not in stderr
-    return lines[0]
 
 
 def _demo_names(workspace: Path) -> set[str]:
@@ -118,14 +110,14 @@ def test_a_folder_that_is_not_empty_is_refused_and_left_untouched(
     before = snapshot(tmp_path)
     done = _demo("--workspace", str(project), cwd=tmp_path, env=env)
     assert done.returncode == 2, done.stdout + done.stderr
-    line = _one_clear_line(done.stderr)
+    line = one_error_line(done.stderr)
     assert f"--workspace {project} is not empty" in line
     assert "--force" in line
     assert "new or empty folder" in line
     # even --force will not write where the demo's own files would replace the user's
     forced = _demo("--workspace", str(project), "--force", cwd=tmp_path, env=env)
     assert forced.returncode == 2, forced.stdout + forced.stderr
-    assert "README.md, src" in _one_clear_line(forced.stderr)
+    assert "README.md, src" in one_error_line(forced.stderr)
     assert snapshot(tmp_path) == before  # no state folder, nothing at all
 
 
@@ -159,7 +151,7 @@ def test_bad_workspace_options_are_usage_errors(
 ) -> None:
     done = _demo(*args, cwd=tmp_path, env=env)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert words in _one_clear_line(done.stderr)
+    assert words in one_error_line(done.stderr)
     assert sorted(os.listdir(tmp_path)) == ["tmp"]  # nothing created: no missing/, no state
 
 
@@ -169,7 +161,7 @@ def test_a_workspace_that_is_a_link_to_nothing_is_a_usage_error(
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     done = _demo("--workspace", "dangling", cwd=tmp_path, env=env)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "a link to nothing" in _one_clear_line(done.stderr)
+    assert "a link to nothing" in one_error_line(done.stderr)
     assert not (tmp_path / "nowhere").exists()
 
 
@@ -182,7 +174,7 @@ def test_a_state_folder_that_cannot_be_made_leaves_the_workspace_unwritten(
     bad_state = str(tmp_path / "a-file" / "state")
     done = _demo("--workspace", "ws", "--state", bad_state, cwd=tmp_path, env=env)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "--state" in _one_clear_line(done.stderr)
+    assert "--state" in one_error_line(done.stderr)
     assert not (tmp_path / "ws").exists()
 
 
@@ -247,7 +239,7 @@ def test_a_log_that_does_not_verify_after_the_demo_is_said_and_exits_one(
     json_args = ["--json"] if as_json else []
     done = _demo(*json_args, "--state", str(tmp_path / "state"), cwd=tmp_path, env=env)
     assert done.returncode == 1, done.stdout + done.stderr
-    line = _one_clear_line(done.stderr)
+    line = one_error_line(done.stderr)
     assert f"the audit log {log} does not verify: record 1" in line
     assert "stockade audit verify" in line
     if as_json:

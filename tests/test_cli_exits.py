@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import typer
-from support import read_until, stockade_cli
+from support import one_error_line, read_until, stockade_cli
 
 from stockade.engine.cli.app import app
 from stockade.engine.cli.common import default_state
@@ -55,14 +55,6 @@ def log(tmp_path: Path) -> Path:
         audit.record("outcome", {"tool": "run_shell", "status": "ok", "duration_s": 0.1})
         audit.record("deploy", {"tool": "ship", "target": "prod"})
     return path
-
-
-def _one_error_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    assert lines[0].startswith("error: "), stderr
-    assert "Traceback" not in stderr
-    return lines[0]
 
 
 # -- 2: wrong or contradictory options ---------------------------------------------------------
@@ -114,7 +106,7 @@ def test_wrong_options_exit_2_with_one_line_naming_them(
 ) -> None:
     done = stockade_cli(*args, cwd=project)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert said in _one_error_line(done.stderr)
+    assert said in one_error_line(done.stderr)
     assert not (project / "ws" / "notes.txt").exists()  # nothing ran
     assert not (project / "state-home").exists()  # nothing was recorded either
 
@@ -133,7 +125,7 @@ def test_a_filter_value_outside_its_set_is_a_usage_error_naming_the_values(
 ) -> None:
     done = stockade_cli("audit", "show", str(log), option, value, cwd=log.parent)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert _one_error_line(done.stderr) == f"error: {option} {value!r}: give one of {allowed}"
+    assert one_error_line(done.stderr) == f"error: {option} {value!r}: give one of {allowed}"
     assert done.stdout == ""  # no empty table that reads as "nothing happened"
 
 
@@ -158,7 +150,7 @@ def test_a_file_that_is_no_audit_log_is_an_error_naming_the_line(log: Path, comm
         handle.write("this is not a record\n")
     done = stockade_cli("audit", command, str(log), cwd=log.parent)
     assert done.returncode == 1, done.stdout + done.stderr
-    line = _one_error_line(done.stderr)
+    line = one_error_line(done.stderr)
     assert f"{log} line 4 is not an audit record" in line
     other = log.parent / "traces.jsonl"
     other.write_text('{"name": "a span"}\n')
@@ -180,7 +172,7 @@ def test_a_state_folder_that_cannot_be_made_names_the_option_and_what_to_do(
 ) -> None:
     done = stockade_cli(*args, "--state", "/proc/no-such-folder", cwd=project)
     assert done.returncode == 1, done.stdout + done.stderr
-    line = _one_error_line(done.stderr)
+    line = one_error_line(done.stderr)
     assert line.startswith("error: --state /proc/no-such-folder: the state folder")
     assert "No such file or directory" in line
     assert "Give --state DIR, a folder you can write" in line
@@ -189,7 +181,7 @@ def test_a_state_folder_that_cannot_be_made_names_the_option_and_what_to_do(
 def test_an_error_quoting_brackets_is_printed_as_it_is(project: Path) -> None:
     done = stockade_cli("run", "calls[/x].jsonl", "--workspace", "ws", cwd=project)
     assert done.returncode == 1, done.stderr
-    assert "no transcript at calls[/x].jsonl" in _one_error_line(done.stderr)
+    assert "no transcript at calls[/x].jsonl" in one_error_line(done.stderr)
 
 
 def test_a_record_quoting_brackets_is_shown_as_it_is(log: Path) -> None:
@@ -210,7 +202,7 @@ def test_run_reads_its_calls_from_stdin(project: Path) -> None:
     bad = stockade_cli("run", "-", "--workspace", "ws", "--approve", "no", cwd=project,
                        stdin="not json\n")  # fmt: skip
     assert bad.returncode == 1
-    assert "/dev/stdin:1: not valid JSON" in _one_error_line(bad.stderr)
+    assert "/dev/stdin:1: not valid JSON" in one_error_line(bad.stderr)
 
 
 def test_policies_and_cases_are_read_from_stdin(project: Path) -> None:
@@ -337,7 +329,7 @@ def test_an_empty_policy_on_standard_input_is_refused_not_taken_for_no_rules(
         cwd=project, stdin="",
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "standard input held no policy" in _one_error_line(done.stderr)
+    assert "standard input held no policy" in one_error_line(done.stderr)
     assert not (project / "ws" / "pwn.txt").exists()
 
 

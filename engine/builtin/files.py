@@ -74,8 +74,7 @@ def write_file(path: str, content: str, fs: VirtualFS) -> ToolOutput:
     fs.write_bytes(path, after)
     where = fs.canonical(path)
     verb = "replaced" if existed else "created"
-    size = f"{len(after)} byte" + "s" * (len(after) != 1)
-    return changed(where, before, after, f"{verb} {where} ({size})")
+    return changed(where, before, after, f"{verb} {where} ({_bytes(len(after))})")
 
 
 @tool(paths={"path": "write"})
@@ -158,8 +157,7 @@ def list_directory(fs: VirtualFS, path: str = "/workspace") -> ToolOutput:
         child = f"{folder.rstrip('/')}/{name}"
         try:
             info = fs.stat(child)  # judged as a read, where a link leads
-            size = f"{info.size} byte" + "s" * (info.size != 1)
-            lines.append(f"{name}/" if info.kind == "dir" else f"{name}  ({size})")
+            lines.append(f"{name}/" if info.kind == "dir" else f"{name}  ({_bytes(info.size)})")
         except PathDeniedError as exc:  # not even its name is shown
             left_out.add(exc)
         except SandboxError as exc:  # a link out of the mount: show it, never follow it
@@ -328,3 +326,8 @@ __all__ = [
 def add_file_tools(toolkit: ToolCatalog, *, group: str = BASIC) -> list[RegisteredTool]:
     """Register every file tool in ``toolkit`` (the engine must be given a VirtualFS)."""
     return [toolkit.add(fn, group=group) for fn in FILE_TOOLS]
+
+
+def _bytes(count: int) -> str:
+    """``count`` bytes in words: "1 byte", "2 bytes"."""
+    return f"{count} byte" + "s" * (count != 1)

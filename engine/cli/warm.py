@@ -140,13 +140,14 @@ def socket_folder() -> Path | None:
     return folder
 
 
-def socket_path() -> Path | None:
+def socket_path(context: bytes | None = None) -> Path | None:
     """Where the warm server for this process's context and code listens, or None (see
     `socket_folder`; also when the path would be too long for a Unix socket)."""
     folder = socket_folder()
     if folder is None:
         return None
-    digest = hashlib.sha256(process_context() + b"\0" + code_digest()).hexdigest()[:24]
+    context = process_context() if context is None else context
+    digest = hashlib.sha256(context + b"\0" + code_digest()).hexdigest()[:24]
     path = folder / f"warm-{digest}.sock"
     return path if len(str(path)) <= _MAX_SOCKET_PATH else None
 
@@ -205,10 +206,10 @@ def run_warm(argv: list[str]) -> int | None:
     and the caller runs the command cold. Never raises: once the command is handed over it can
     no longer run cold, so a failure then is the command's failure (`failure_code`)."""
     try:
-        path = socket_path()
+        context = process_context()  # read once: it names the socket and checks the server
+        path = socket_path(context)
         if path is None:
             return None
-        context = process_context()
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     except OSError:
         return None
