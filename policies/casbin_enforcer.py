@@ -101,7 +101,7 @@ def target_match(request_target: str, rule_target: str) -> bool:
         return request_target.startswith("path:") and wcmatch_paths(
             request_target[5:], patterns, folded=kind == "ipath"
         )
-    if kind == "danger":
+    if kind in ("danger", "settings"):
         return False  # the dangerous-command list is checked beside casbin, on the whole line
     if kind == "cmd":
         command = request_target[4:]
@@ -144,6 +144,22 @@ def dangerous_commands_line(effect: str, remove: list[str], extend: list[str]) -
     checked on the whole command line, beside casbin)."""
     target = f"danger:{encode_field(json.dumps({'remove': remove, 'extend': extend}))}"
     return ["*", "*", "execute", "*", target, effect, "dangerous-command", "dangerous commands"]
+
+
+# What a policy holds beside its rules, which casbin lines cannot say (the default, shadow mode,
+# the tables): carried as JSON in one more line that never matches, so a store holding the lines
+# holds the whole policy and one read of them is one consistent policy
+SETTINGS_ID = "stockade-settings"
+SETTING_KEYS = frozenset(
+    {"description", "default", "shadow", "limits", "network", "process", "mcp", "host_files"}
+    | {"approvals"}
+)
+
+
+def settings_line(settings: Mapping[str, Any], note: str) -> list[str]:
+    """The line that carries a policy's settings (``note``: who published it, when)."""
+    target = f"settings:{encode_field(json.dumps(dict(settings), sort_keys=True))}"
+    return ["*", "*", "*", "*", target, "allow", SETTINGS_ID, encode_field(note)]
 
 
 def csv_text(lines: Iterable[list[str]], groups: Iterable[list[str]]) -> str:
@@ -230,6 +246,10 @@ def spec_from_lines(
     for sub, tool, act, ro, target, effect, rule_id, reason in (line[:8] for line in lines):
         if target.startswith("danger:"):
             data["dangerous_commands"] = {"effect": effect, **json.loads(decode_field(target[7:]))}
+            continue
+        if target.startswith("settings:"):  # given tables give way to the policy's own
+            settings = json.loads(decode_field(target[9:]))
+            data.update((k, v) for k, v in settings.items() if k in SETTING_KEYS)
             continue
         tool, rule_id, reason = decode_field(tool), decode_field(rule_id), decode_field(reason)
         rule = rules.setdefault(

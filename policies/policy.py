@@ -65,6 +65,8 @@ from stockade.policies.shell import CommandLine, parse_command
 if TYPE_CHECKING:
     import casbin
 
+    from stockade.policies.store_feed import PolicyFeed
+
 __all__ = [
     "DANGEROUS_COMMAND_RULE",
     "DANGEROUS_RULE",
@@ -95,8 +97,10 @@ class Policy:
         text: str | None = None,
         protected: Iterable[str] = (),
         file: Path | None = None,
+        feed: PolicyFeed | None = None,
     ):
         self.spec = spec
+        self.feed = feed  # where a newer policy comes from (a policy store), if anywhere
         self.source = source
         self.file = file
         self._text = text
@@ -168,6 +172,19 @@ class Policy:
             data["network"] = dict(network)
         return cls(parse(data, source=source), source=source, protected=protected)
 
+    @classmethod
+    def from_store(cls, url: str, *, follow: bool = True) -> Policy:
+        """The policy published to the store at ``url`` (a PostgreSQL URL), kept current: the
+        result's ``feed`` holds the newest (`PolicyFeed`), and an engine given it decides each
+        call by the newest it has (``follow=False``: the policy now, no feed). Raises
+        `PolicyStoreError` when none can be loaded now."""
+        from stockade.policies.store_feed import PolicyFeed, snapshot  # (they import this)
+
+        if not follow:
+            return snapshot(url, cls.from_enforcer)  # type: ignore[no-any-return]
+        policy: Policy = PolicyFeed.open(url, cls.from_enforcer).current
+        return policy
+
     def protect(self, patterns: Iterable[str]) -> Policy:
         """This policy, with Stockade's own files protected: ``patterns`` (absolute logical or
         host paths, glob syntax as in a rule's ``paths``; a literal ``*``, ``?``, ``[`` or ``\\``
@@ -179,7 +196,12 @@ class Policy:
             return self
         protected = (*self.protected, *added)
         return Policy(
-            self.spec, source=self.source, text=self._text, protected=protected, file=self.file
+            self.spec,
+            source=self.source,
+            text=self._text,
+            protected=protected,
+            file=self.file,
+            feed=self.feed,
         )
 
     @property
@@ -294,24 +316,10 @@ class Policy:
                 None,
             )
         if best_rule is None:
-            decision = _new(
-                Decision,
-                (self.default, None, self._default_reason, best_action, best_target, False, (), ()),
-            )
+            said: tuple[Effect, str | None, str] = (self.default, None, self._default_reason)
         else:
-            decision = _new(
-                Decision,
-                (
-                    best_rule.effect,
-                    best_rule.id,
-                    best_rule.reason,
-                    best_action,
-                    best_target,
-                    False,
-                    (),
-                    (),
-                ),
-            )
+            said = (best_rule.effect, best_rule.id, best_rule.reason)
+        decision = _new(Decision, (*said, best_action, best_target, False, (), ()))
         if dangers:
             decision = strictest(decision, self._checks.tool_danger(request, self.atoms(request)))
         if host:
@@ -369,24 +377,10 @@ class Policy:
             best_atom, best_rule = call, None  # no rule of the file spoke about a path
         target = best_atom.path if best_atom.path is not None else best_atom.command
         if best_rule is None:
-            best = _new(
-                Decision,
-                (self.default, None, self._default_reason, best_atom.action, target, False, (), ()),
-            )
+            said: tuple[Effect, str | None, str] = (self.default, None, self._default_reason)
         else:
-            best = _new(
-                Decision,
-                (
-                    best_rule.effect,
-                    best_rule.id,
-                    best_rule.reason,
-                    best_atom.action,
-                    target,
-                    False,
-                    (),
-                    (),
-                ),
-            )
+            said = (best_rule.effect, best_rule.id, best_rule.reason)
+        best = _new(Decision, (*said, best_atom.action, target, False, (), ()))
         if request.dangerous_paths:
             best = strictest(best, self._checks.tool_danger(request, atoms))
         if request.action == "execute" and request.command is not None:

@@ -180,6 +180,7 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "stockade.engine.observe": [
         "AuditError", "AuditLog", "AuditReport", "CallObserver", "read_audit", "verify_audit",
+        "AuditStore", "StoreReport", "read_store", "verify_store",
     ],
     "stockade.engine.pipeline": ["Approve", "Approver", "CallContext", "Engine"],
     "stockade.engine.cli": ["main"],
@@ -253,7 +254,7 @@ ENGINE_LAYERS: list[set[str]] = [
     {"engine.toolkit"},
     {"engine.pipeline"},
     {"engine.mcp.served"},  # a served call as plain JSON, for both MCP servers
-    {"engine.mcp.server", "engine.mcp.stdio", "engine.adapters"},
+    {"engine.mcp.server", "engine.mcp.stdio", "engine.adapters", "engine.cluster"},
     {"engine.cli"},
 ]
 

@@ -173,7 +173,11 @@ class ClaudeCodeJudge:
         self.engine = Engine(
             self._toolkit, policy=policy, fs=self.fs, audit=audit, bubblewrap=_NOT_BOXED
         )
-        self.policy = self.engine.policy  # with Stockade's own files protected
+
+    @property
+    def policy(self) -> Policy:
+        """The engine's policy now: Stockade's own files protected, the newest of a store's."""
+        return self.engine.policy
 
     def close(self) -> None:
         """Release the file system."""

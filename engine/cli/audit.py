@@ -4,6 +4,8 @@ stockade audit verify                      # exit 0 intact, 1 not (the first bad
 stockade audit show --tool write_file --status denied --since 1h
 stockade audit tail -n 20 --follow         # waits for a log not yet written; Ctrl-C: exit 130
 ssh host cat audit.jsonl | stockade audit show - --kind outcome
+stockade audit verify --store postgresql://auditor:PASSWORD@db/stockade    # every writer's chain
+stockade audit show --store URL --host web1 --writer web1-4242-20260512T101530123456
 
 Without a LOG, the commands read the log that ``demo``, ``run`` and ``serve`` keep for the
 workspace given as ``--workspace`` (the current folder by default): ``audit.jsonl`` in its
@@ -15,6 +17,9 @@ log is reported as deleted rather than looked for elsewhere.
 A filter value outside its set (``--effect nope``) is a usage error (exit 2) naming the values
 it takes, and a file that is not an audit log (a line that is no record) an error naming the
 line (exit 1): neither reads as a log with nothing in it.
+
+With ``--store URL`` (or ``STOCKADE_AUDIT_STORE`` in the environment, when no LOG is named),
+``verify`` and ``show`` read the audit store in PostgreSQL instead (see ``audit_store``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 
+from stockade.engine.cli.audit_store import chosen_store, store_records, verify_command
 from stockade.engine.cli.common import (
     INTERRUPTED,
     STDIN,
@@ -73,6 +79,25 @@ WorkspaceOption = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        metavar="URL",
+        help="Read the audit store in PostgreSQL at URL (postgresql://user:password@host/db; "
+        "the password is never printed) instead of a file. Default: $STOCKADE_AUDIT_STORE "
+        "when no LOG is named.",
+        show_default=False,
+    ),
+]
+WriterOption = Annotated[
+    str | None,
+    typer.Option("--writer", metavar="ID", help="With --store: one writer's records."),
+]
+HostOption = Annotated[
+    str | None,
+    typer.Option("--host", metavar="HOST", help="With --store: the writers of one host."),
+]
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # the kinds Stockade writes; a program may record others (`AuditLog.record`), which --kind
@@ -167,11 +192,20 @@ def verify(
         ),
     ] = None,
     as_json: AsJson = False,
+    store: StoreOption = None,
+    writer: WriterOption = None,
+    host: HostOption = None,
 ) -> None:
     """Check every record's hash, the chain between them, and that the log reaches its seal
-    (nothing cut off its end, and it was not deleted). Exit 0 when intact, 1 when not."""
+    (nothing cut off its end, and it was not deleted). Exit 0 when intact, 1 when not. With
+    --store: every writer's chain in the store, and its head (one line per writer)."""
     from rich.console import Console
 
+    url = chosen_store(store, path is not None)
+    if url is not None:
+        raise typer.Exit(verify_command(url, writer=writer, host=host, as_json=as_json))
+    if writer is not None or host is not None:
+        usage("--writer and --host read an audit store: give --store URL")
     log = _locate(path, workspace)
     report = verify_audit(log, seal=seal)
     if as_json:
@@ -230,12 +264,23 @@ def show(
         int, typer.Option("-n", "--limit", metavar="N", min=1, help="At most this many.")
     ] = 200,
     as_json: AsJson = False,
+    store: StoreOption = None,
+    writer: WriterOption = None,
+    host: HostOption = None,
 ) -> None:
-    """The records that pass every filter given, oldest first (the last --limit of them)."""
+    """The records that pass every filter given, oldest first (the last --limit of them).
+    With --store: of every writer in the store, by time."""
     effect = _choose("--effect", effect, EFFECTS)
     status = _choose("--status", status, STATUSES)
     wanted = AuditFilter(tool, kind, effect, status, path_glob, call_id, moment(since),
                          moment(until))  # fmt: skip
+    url = chosen_store(store, path is not None)
+    if url is not None:
+        found = store_records(url, wanted, writer=writer, host=host, limit=limit)
+        _print(found, as_json, writers=True)
+        return
+    if writer is not None or host is not None:
+        usage("--writer and --host read an audit store: give --store URL")
     log = _locate(path, workspace)
     if kind is None or kind in KINDS:
         found = _read(log, wanted, limit=limit)
@@ -321,7 +366,9 @@ def _read(path: Path, wanted: AuditFilter, *, limit: int | None) -> list[dict[st
         fail(f"cannot read the audit log {path}: {exc.strerror or exc}")
 
 
-def _print(records: list[dict[str, Any]], as_json: bool, *, header: bool = True) -> None:
+def _print(
+    records: list[dict[str, Any]], as_json: bool, *, header: bool = True, writers: bool = False
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -330,18 +377,21 @@ def _print(records: list[dict[str, Any]], as_json: bool, *, header: bool = True)
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
     table = Table(show_header=header, pad_edge=False)
-    for column in ("seq", "time", "kind", "tool", "call", "decision / status", "detail"):
+    for column in ("writer",) * writers + (
+        "seq", "time", "kind", "tool", "call", "decision / status", "detail"
+    ):  # fmt: skip
         table.add_column(column, overflow="fold")
     for record in records:
-        table.add_row(*_cells(record))
+        table.add_row(*_cells(record, writers))
     Console().print(table)
 
 
-def _cells(record: dict[str, Any]) -> list[Text]:
+def _cells(record: dict[str, Any], writers: bool = False) -> list[Text]:
     """A record's cells, as text: a path or command may hold [brackets], which is no markup."""
     from rich.text import Text
 
-    return [Text(cell) for cell in _cell_texts(record)]
+    first = [str(record.get("writer", ""))] * writers
+    return [Text(cell) for cell in first + _cell_texts(record)]
 
 
 def _cell_texts(record: dict[str, Any]) -> list[str]:
@@ -382,7 +432,7 @@ def _cell_texts(record: dict[str, Any]) -> list[str]:
     ]
 
 
-_SHOWN = {"seq", "prev", "hash", "time", "kind"}
+_SHOWN = {"seq", "prev", "hash", "time", "kind", "writer"}
 
 
 def _seq(record: dict[str, Any]) -> int:

@@ -24,6 +24,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from stockade.errors import ConfigurationError
 from stockade.policies import PRESETS, Policy, PolicyError
 from stockade.policies.policy_file import read
 
@@ -58,10 +59,20 @@ def input_file(path: Path) -> Path:
     return STDIN_FILE if path == STDIN else path
 
 
-def load_policy(file: Path | None, preset: str | None, *, stdin: bool = False) -> Policy:
+def load_policy(
+    file: Path | None, preset: str | None, *, stdin: bool = False, store: str | None = None
+) -> Policy:
     """The policy a command was given: a file (``-``: standard input, where ``stdin`` allows
-    it), a preset, or the default preset. Exits 2 for contradictory or unknown options, 1 for a
-    file that cannot be used."""
+    it), a preset, the policy store at ``store`` (kept current: `Policy.from_store`), or the
+    default preset. Exits 2 for contradictory or unknown options, 1 for a file or a store that
+    cannot be used."""
+    if store is not None:
+        if file is not None or preset is not None:
+            usage("give --policy-store or --policy/--preset, not both")
+        try:
+            return Policy.from_store(store)
+        except (ConfigurationError, PolicyError) as exc:
+            fail(str(exc))
     if file is not None and preset is not None:
         usage("give --policy or --preset, not both")
     if preset is not None and preset not in PRESETS:
@@ -106,6 +117,31 @@ PolicyOrStdinOption = Annotated[
         "--policy",
         metavar="FILE",
         help="A policy file, - for standard input (default: the default preset).",
+    ),
+]
+STORE_ENV = "STOCKADE_POLICY_STORE"
+PolicyStoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--policy-store",
+        metavar="URL",
+        envvar=STORE_ENV,
+        show_envvar=False,  # named in the help: the URL holds a password, never shown
+        help="Decide by the policy published to this PostgreSQL store (`stockade policy push`), "
+        f"following every new push within a second. Or set {STORE_ENV}.",
+    ),
+]
+AUDIT_STORE_ENV = "STOCKADE_AUDIT_STORE"
+AuditStoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--audit-store",
+        metavar="URL",
+        envvar=AUDIT_STORE_ENV,
+        show_envvar=False,  # the URL holds a password: never shown
+        help="Also ship the audit records to this PostgreSQL audit store (one trail for many "
+        "hosts), from a spool in --state that keeps them while it is down. Or set "
+        f"{AUDIT_STORE_ENV}.",
     ),
 ]
 PresetOption = Annotated[

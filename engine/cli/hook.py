@@ -34,6 +34,7 @@ import typer
 from stockade.engine.cli.common import (
     MountsOption,
     PolicyOption,
+    PolicyStoreOption,
     PresetOption,
     StateInMountOption,
     StateOption,
@@ -67,6 +68,7 @@ class HookOptions:
     preset: str | None = None
     state: Path | None = None
     state_in_mount: bool = False
+    policy_store: str | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,10 @@ def _workspace(options: HookOptions, env: Mapping[str, str], hook: HookInput | N
 
 
 def _policy(options: HookOptions) -> Policy:
+    if options.policy_store is not None:
+        if options.policy_file is not None or options.preset is not None:
+            raise ConfigurationError("give --policy-store or --policy/--preset, not both")
+        return Policy.from_store(options.policy_store, follow=False)  # one call: read it now
     if options.policy_file is not None and options.preset is not None:
         raise ConfigurationError("give --policy or --preset, not both")
     if options.policy_file is not None:
@@ -198,6 +204,7 @@ def claude_code(
     mounts: MountsOption = None,
     policy_file: PolicyOption = None,
     preset: PresetOption = None,
+    policy_store: PolicyStoreOption = None,
     state: StateOption = None,
     state_in_mount: StateInMountOption = False,
     warm: WarmOption = False,  # taken before parsing: see stockade.engine.cli.warm
@@ -205,7 +212,7 @@ def claude_code(
     """Decide one Claude Code tool call (PreToolUse hook JSON on stdin) by the policy: prints
     Claude Code's decision (exit 0), or exits 2 saying why it could not decide."""
     options = HookOptions(
-        workspace, tuple(mounts or ()), policy_file, preset, state, state_in_mount
+        workspace, tuple(mounts or ()), policy_file, preset, state, state_in_mount, policy_store
     )
     try:
         data = sys.stdin.buffer.read()

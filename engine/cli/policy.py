@@ -7,6 +7,7 @@ stockade policy test stockade.toml cases.toml     # its rules' examples and the 
 stockade policy explain --tool write_file --arg path=.env --arg content=x
 stockade policy explain --tool run_shell --arg "command=curl x | sh" --preset permissive
 stockade policy presets
+stockade policy push stockade.toml --store URL     # publish to a policy store (policy_push)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from stockade.engine.cli.common import (
     load_policy,
     usage,
 )
+from stockade.engine.cli.policy_push import policy_push
 from stockade.engine.cli.policy_test import policy_test
 from stockade.engine.cli.session import Session, mounts_of
 from stockade.engine.errors import CallError
@@ -44,6 +46,7 @@ policy_app = typer.Typer(
     no_args_is_help=True,
 )
 policy_app.command("test")(policy_test)
+policy_app.command("push")(policy_push)
 
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 

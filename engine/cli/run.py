@@ -37,6 +37,7 @@ from stockade.engine.cli.common import (
     STDIN,
     MountsOption,
     PolicyOrStdinOption,
+    PolicyStoreOption,
     PresetOption,
     StateInMountOption,
     StateOption,
@@ -80,6 +81,7 @@ def run(
     mounts: MountsOption = None,
     policy_file: PolicyOrStdinOption = None,
     preset: PresetOption = None,
+    policy_store: PolicyStoreOption = None,
     overlay: Annotated[
         bool, typer.Option(help="Keep changes aside; apply them only once confirmed.")
     ] = False,
@@ -119,7 +121,7 @@ def run(
             f"--workspace {workspace} does not exist or is not a folder; create it first, or "
             "give another"
         )
-    policy = load_policy(policy_file, preset, stdin=True)
+    policy = load_policy(policy_file, preset, stdin=True, store=policy_store)
     if not overlay and not os.access(workspace, os.W_OK):
         fail(f"the workspace {workspace} is not writable; use --overlay to only look")
     toolkit = standard_toolkit()

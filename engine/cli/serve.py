@@ -40,8 +40,10 @@ import typer
 
 from stockade.engine.cli.common import (
     INTERRUPTED,
+    AuditStoreOption,
     MountsOption,
     PolicyOption,
+    PolicyStoreOption,
     PresetOption,
     StateInMountOption,
     StateOption,
@@ -57,7 +59,7 @@ from stockade.engine.cli.session import (
     mounts_of,
     standard_toolkit,
 )
-from stockade.engine.observe import AuditError, verify_audit
+from stockade.engine.observe import AuditError, AuditStore, verify_audit, verify_store
 from stockade.errors import ConfigurationError
 from stockade.sandbox import Mount, SandboxError
 
@@ -93,6 +95,8 @@ def serve(
     mounts: MountsOption = None,
     policy_file: PolicyOption = None,
     preset: PresetOption = None,
+    policy_store: PolicyStoreOption = None,
+    audit_store: AuditStoreOption = None,
     http: Annotated[
         int | None,
         typer.Option(
@@ -124,7 +128,7 @@ def serve(
         )
     if not os.access(workspace, os.W_OK):
         fail(f"the workspace {workspace} is not writable; mount it read-only with --mount")
-    policy = load_policy(policy_file, preset)
+    policy = load_policy(policy_file, preset, store=policy_store)
     token = _token(token_file, http)
     stopping = _Stopping()
     with _interrupt_exits():  # Ctrl-C while it starts: 130, as once it serves
@@ -139,9 +143,10 @@ def serve(
                 chosen,
                 toolkit=standard_toolkit(shell=shell),
                 state=choose_state(state, workspace, chosen, in_mount=state_in_mount),
+                audit_store=audit_store,
             )
     where = "stdio" if http is None else f"http://127.0.0.1:{http}/mcp ({_who(token)})"
-    ready = _ready_line(where, chosen, policy, session.audit_path)
+    ready = _ready_line(where, chosen, policy, session)
     try:
         asyncio.run(_serve(session, http, sock, token, stopping, ready))
     except KeyboardInterrupt:  # between the loop's start and its handlers, or after them
@@ -236,9 +241,10 @@ def _who(token: str | None) -> str:
     return "no token required: any program on this machine may connect"
 
 
-def _ready_line(where: str, mounts: list[Mount], policy: Policy, audit: Path | None) -> str:
+def _ready_line(where: str, mounts: list[Mount], policy: Policy, session: Session) -> str:
     """``stockade serve: <where>, workspace DIR at /workspace, [DIR at PREFIX (read-only)...],
-    policy FILE-or-preset:NAME, audit log PATH``."""
+    policy FILE-or-preset:NAME-or-STORE, audit log PATH`` (or ``audit store URL``)."""
+    audit = session.audit_path
     shown = [
         f"{'workspace ' * (m.prefix == WORKSPACE)}{m.root} at {m.prefix}"
         + " (read-only)" * m.read_only
@@ -248,7 +254,11 @@ def _ready_line(where: str, mounts: list[Mount], policy: Policy, audit: Path | N
     return (
         f"stockade serve: {where}, {', '.join(shown)}, "
         f"policy {policy.file if policy.file is not None else policy.source}, "
-        f"audit log {audit.absolute() if audit is not None else 'not recorded'}"
+        + (
+            f"audit store {session.audit.url} (spool {audit})"
+            if isinstance(session.audit, AuditStore) and audit is not None
+            else f"audit log {audit.absolute() if audit is not None else 'not recorded'}"
+        )
     )
 
 
@@ -257,7 +267,13 @@ def _stopped(session: Session, stopping: _Stopping) -> NoReturn:
     else 1 when the log does not verify, else 0."""
     log = session.audit_path
     intact = True
-    if log is None:
+    if session.audit_store is not None and isinstance(session.audit, AuditStore):
+        shipped = verify_store(session.audit_store, writer=session.audit.writer)
+        intact = shipped.ok
+        verdict = f"audit store {session.audit.url}: {shipped}"
+        if not intact:
+            verdict += "; see `stockade audit verify --store URL`"
+    elif log is None:
         verdict = "no audit log was kept"
     else:
         report = verify_audit(log)

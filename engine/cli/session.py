@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from stockade.engine.builtin import add_file_tools, add_shell_tools
 from stockade.engine.cli.common import default_state
-from stockade.engine.observe import AuditLog
+from stockade.engine.observe import AuditLog, AuditStore
 from stockade.engine.pipeline import Approver, Engine
 from stockade.engine.toolkit import Toolkit
 from stockade.errors import ConfigurationError
@@ -121,8 +121,10 @@ class Session:
         toolkit: Toolkit | None = None,
         state: Path | None = None,
         approver: Approver | None = None,
+        audit_store: str | None = None,
     ) -> None:
         self.policy = policy
+        self.audit_store = audit_store  # records shipped there from a spool in ``state``
         self.toolkit = toolkit if toolkit is not None else standard_toolkit()
         self.state = state
         self.audit: AuditLog | None = None
@@ -133,7 +135,10 @@ class Session:
             if state is not None:
                 try:
                     state.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's alone
-                    self.audit = AuditLog(state / "audit.jsonl")
+                    if audit_store is not None:
+                        self.audit = AuditStore(audit_store, folder=state)
+                    else:
+                        self.audit = AuditLog(state / "audit.jsonl")
                     opened.callback(self.audit.close)
                     from stockade.engine.observe.tracing import tracer_provider
 

@@ -129,10 +129,11 @@ def admit_call(
     request: Request,
     ignored: list[str],
     lasting: Lasting,
+    stale: str | None = None,
 ) -> Admitted:
     """Steps 1-4 done: the call as it goes on, its files to be judged where each lands (by
     ``lasting.policy``, an ask there allowed where the call's approval or a lasting one covers
-    it)."""
+    it). ``stale``: why the policy may be out of date (a warning on the call), if it may."""
     call_admitted = Admitted(call, tool, kwargs, ctx, decision, request)
     if ctx is not None:
         guard_files(call_admitted, lasting)
@@ -141,6 +142,8 @@ def admit_call(
     if ignored:
         call_admitted.note().ignored_arguments = ignored
         call_admitted.warn(ignored_warning(ignored))
+    if stale is not None:  # decided by the last good policy: its store cannot be reached
+        call_admitted.warn(stale)
     return call_admitted
 
 

@@ -185,6 +185,16 @@ class Admission:
         self.scheduler = Scheduler()
         self.gates = Gates()
 
+    def follow(self, policy: Policy) -> None:
+        """Take a new policy's limits (a store published it); calls holding caps of the old
+        one release what they hold."""
+        if (
+            policy.spec.limits != self.policy.spec.limits
+            or policy.spec.roles != self.policy.spec.roles
+        ):
+            self.gates = Gates()
+        self.policy, self.has_limits = policy, policy.has_limits
+
     def exclusive(self, tool: RegisteredTool, subject: str) -> bool:
         """Whether calls of ``tool`` must run alone: not concurrency-safe, or made exclusive by
         the policy's limits."""

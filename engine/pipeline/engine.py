@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncGenerator, Awaitable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Iterable, Iterator, Sequence
 from pathlib import Path
 from time import perf_counter, time
 from typing import TYPE_CHECKING, Any
@@ -25,24 +25,21 @@ from stockade.engine.injection import SILENT_EMITTER, ContextLevel, ContextLike,
 from stockade.engine.messages import ToolCall, ToolChunk, ToolResult
 from stockade.engine.observe.audit_log import AuditLog
 from stockade.engine.observe.observer import CallObserver, Observers
-from stockade.engine.observe.own_files import engine_policy
 from stockade.engine.pipeline import _results as results
 from stockade.engine.pipeline._attempts import Attempts, Delivery
-from stockade.engine.pipeline._classify import Classifier
-from stockade.engine.pipeline._commands import Commands
 from stockade.engine.pipeline._decide import ask, decide
 from stockade.engine.pipeline._egress import HostApprovals
-from stockade.engine.pipeline._external import ExternalCalls
 from stockade.engine.pipeline._judge import admit_call, refused, verdict
-from stockade.engine.pipeline._lasting import Lasting
+from stockade.engine.pipeline._judging import Judging
 from stockade.engine.pipeline._prompt_state import PendingCall, pending_calls, prompt_state
 from stockade.engine.pipeline._refusal import refuse
+from stockade.engine.pipeline._running import Runner
 from stockade.engine.pipeline._schedule import Admission, in_batches
-from stockade.engine.pipeline._state import Admitted, Approver, RunFailed, positive
+from stockade.engine.pipeline._state import Admitted, Approver, positive
 from stockade.engine.pipeline._validate import validate
 from stockade.engine.pipeline.history import CallContext
 from stockade.engine.toolkit import Toolkit
-from stockade.engine.tools import Mode, RegisteredTool
+from stockade.engine.tools import RegisteredTool
 from stockade.engine.tools.retry import DEFAULT_RETRY, RetryPolicy
 from stockade.policies import Decision, Effect, Policy, ProcessSpec, Request
 from stockade.sandbox import Bubblewrap, PathEscapeError, VirtualFS
@@ -100,7 +97,10 @@ class Engine:
             loop_stall_threshold=loop_stall_threshold,
         )
         self.toolkit = toolkit
-        self.policy = engine_policy(policy, fs, audit, tracer_provider)  # own files protected
+        # the policy (own files protected) and what is built on it, renewed when its store
+        # publishes a new one (`_judging`)
+        hosts = HostApprovals(approved_hosts)
+        self._judging = Judging.first(policy, fs, audit, tracer_provider, hosts)
         self.approver = approver
         self.audit = audit
         self.fs = fs
@@ -121,16 +121,14 @@ class Engine:
         self.calls = CallContext(history=history)
         # no audit log, no tracing, no observer: the hot path then only checks this for None
         self._observers = Observers.of(audit, tracer_provider, record_content, observers)
-        self._commands = Commands(self.policy, fs, HostApprovals(approved_hosts))
-        self._classifier = Classifier(self.policy, fs, self._commands.stages)
-        self._admission = Admission(self.policy)
-        self._lasting = Lasting(self.policy, fs)  # the file's approvals, and this session's
-        self._attempts = Attempts(retry, rng or random.Random(), max_workers, loop_stall_threshold)
+        attempts = Attempts(retry, rng or random.Random(), max_workers, loop_stall_threshold)
+        self._runner = Runner(Admission(self.policy), attempts, default_timeout, max_result_chars)
+        self._admission, self._attempts = self._runner.admission, attempts
         self._bubblewrap: Bubblewrap | None = None
         if bubblewrap is not None:
             self._use(bubblewrap)
         self._probing: asyncio.Task[Bubblewrap] | None = None
-        self._external = ExternalCalls()
+        self._external = self._runner.external
         # submitted calls still running: their call id and since when (Unix time)
         self._submitted: dict[asyncio.Task[ToolResult], tuple[str, float]] = {}
         self._closed = False
@@ -152,8 +150,9 @@ class Engine:
             tool = self.toolkit.resolve(call.name)
             token = observers.began(call, tool.description if tool else None, current=True)
         admitted: Admitted | None = None
+        judging = self._now()
         try:
-            outcome = self._admit(call, context, SILENT_EMITTER, started)
+            outcome = self._admit(call, context, SILENT_EMITTER, started, judging)
             if not isinstance(outcome, (Admitted, ToolResult)):
                 outcome = await outcome  # a probe to wait for
             if isinstance(outcome, ToolResult):
@@ -163,8 +162,10 @@ class Engine:
                 admitted.approver = approver or self.approver
                 admitted.approval_timeout = self.approval_timeout
                 if admitted.decision.effect is Effect.ASK:
-                    await ask(admitted, self.policy, self._lasting)
-                result = verdict(admitted, started) or await self._execute(admitted, started)
+                    await ask(admitted, judging.policy, judging.lasting)
+                result = verdict(admitted, started) or await self._runner.execute(
+                    admitted, started, judging
+                )
         except asyncio.CancelledError:
             self._finish(call, results.cancelled(call, admitted, started))
             raise
@@ -233,8 +234,9 @@ class Engine:
         delivery = Delivery(queue.put_nowait)  # the tool's chunks and its progress alike
         admitted: Admitted | None = None
         result: ToolResult | None = None
+        judging = self._now()
         try:
-            outcome = self._admit(call, context, Emitter(delivery), started)
+            outcome = self._admit(call, context, Emitter(delivery), started, judging)
             if not isinstance(outcome, (Admitted, ToolResult)):
                 outcome = await outcome
             if isinstance(outcome, Admitted):
@@ -242,10 +244,10 @@ class Engine:
                 admitted.approver = approver or self.approver
                 admitted.approval_timeout = self.approval_timeout
                 if admitted.decision.effect is Effect.ASK:
-                    await ask(admitted, self.policy, self._lasting)
+                    await ask(admitted, judging.policy, judging.lasting)
                 result = verdict(admitted, started)
                 if result is None:
-                    chunks = self._chunks(admitted, queue, delivery, started)
+                    chunks = self._runner.chunks(admitted, queue, delivery, started, judging)
                     async with contextlib.aclosing(chunks) as run:
                         async for chunk in run:
                             if chunk.is_last:
@@ -274,13 +276,14 @@ class Engine:
         tool = self.toolkit.resolve(call.name)
         if tool is None:
             raise UnknownToolError(self.toolkit.unavailable_reason(call.name))
+        judging = self._now()
         if tool.spec.command is not None and self._bubblewrap is None:
-            self._use(self._commands.probe_with(Bubblewrap.probe))
+            self._use(judging.commands.probe_with(Bubblewrap.probe))
         kwargs, ctx, _ = validate(
             tool, call, self._levels(None), SILENT_EMITTER, self.max_argument_bytes
         )
-        request, decision = self._judge(tool, call, kwargs, ctx)
-        return request, self._lasting.question(request, decision)
+        request, decision = self._judge(tool, call, kwargs, ctx, judging)
+        return request, judging.lasting.question(request, decision)
 
     async def isolation(self) -> Bubblewrap:
         """What this machine offers for boxing commands, probed once (off the event loop)."""
@@ -290,7 +293,7 @@ class Engine:
         if self._probing is None or self._probing.get_loop() is not loop:
             # one probe for the calls that arrive while it runs (an engine used from another
             # event loop later starts its own)
-            probe = self._commands.probe_with
+            probe = self._judging.commands.probe_with
             self._probing = loop.create_task(asyncio.to_thread(probe, Bubblewrap.probe))
         found = await asyncio.shield(self._probing)
         if self._bubblewrap is None:
@@ -346,10 +349,32 @@ class Engine:
             await asyncio.gather(*self._submitted, return_exceptions=True)
         self._attempts.close()
 
+    @property
+    def policy(self) -> Policy:
+        """The policy calls are decided by now (the engine's own files protected)."""
+        return self._judging.policy
+
+    def _now(self) -> Judging:
+        """What this call is judged by: the newest policy (its store may have published one)."""
+        judging = self._judging
+        if judging.source.feed is None:
+            return judging
+        newest = judging.newest()
+        if newest is not judging:
+            self._judging = newest
+            self._own.put(newest.policy.process, ProcessSpec)
+            self._admission.follow(newest.policy)
+        return newest
+
     # -- steps 1-4: resolve, validate, classify, decide ----------------------------------------
 
     def _admit(
-        self, call: ToolCall, context: ContextLike, emitter: Emitter, started: float
+        self,
+        call: ToolCall,
+        context: ContextLike,
+        emitter: Emitter,
+        started: float,
+        judging: Judging,
     ) -> Admitted | ToolResult | Awaitable[Admitted | ToolResult]:
         tool = self.toolkit.resolve(call.name)
         if tool is None:
@@ -357,46 +382,61 @@ class Engine:
                 call, None, UnknownToolError(self.toolkit.unavailable_reason(call.name)), started
             )
         if tool.spec.command is not None and self._bubblewrap is None:
-            return self._admit_after_probe(call, context, emitter, started)
+            return self._admit_after_probe(call, context, emitter, started, judging)
         try:
             kwargs, ctx, ignored = validate(
                 tool, call, self._levels(context), emitter, self.max_argument_bytes
             )
         except CallError as exc:
             return refused(call, tool, exc, started)
-        request, decision = self._judge(tool, call, kwargs, ctx)
+        request, decision = self._judge(tool, call, kwargs, ctx, judging)
         kept: Decision | Awaitable[Decision] = decision
         if self._observers is not None:
             kept = self._observers.decided(call, request, decision)
         if isinstance(kept, Decision):
-            return admit_call(call, tool, kwargs, ctx, kept, request, ignored, self._lasting)
-        return self._when_kept(kept, (call, tool, kwargs, ctx), request, ignored)
+            return admit_call(call, tool, kwargs, ctx, kept, request, ignored, *judging.admits)
+        return self._when_kept(kept, (call, tool, kwargs, ctx), request, ignored, judging)
 
     async def _when_kept(
-        self, kept: Awaitable[Decision], what: _Judged, request: Request, ignored: list[str]
+        self,
+        kept: Awaitable[Decision],
+        what: _Judged,
+        request: Request,
+        ignored: list[str],
+        judging: Judging,
     ) -> Admitted:
         """An fsync audit log: the call goes on once its intent is on disk."""
-        return admit_call(*what, await kept, request, ignored, self._lasting)
+        return admit_call(*what, await kept, request, ignored, *judging.admits)
 
     async def _admit_after_probe(
-        self, call: ToolCall, context: ContextLike, emitter: Emitter, started: float
+        self,
+        call: ToolCall,
+        context: ContextLike,
+        emitter: Emitter,
+        started: float,
+        judging: Judging,
     ) -> Admitted | ToolResult:
         await self.isolation()
-        outcome = self._admit(call, context, emitter, started)
+        outcome = self._admit(call, context, emitter, started, judging)
         return outcome if isinstance(outcome, (Admitted, ToolResult)) else await outcome
 
     def _judge(
-        self, tool: RegisteredTool, call: ToolCall, kwargs: dict[str, Any], ctx: Any
+        self,
+        tool: RegisteredTool,
+        call: ToolCall,
+        kwargs: dict[str, Any],
+        ctx: Any,
+        judging: Judging,
     ) -> tuple[Request, Decision]:
         """Steps 3-4: classify, then decide."""
         isolated = self._bubblewrap is not None and self._bubblewrap.available
         try:
-            request = self._classifier.request(tool, call, kwargs, isolated)
+            request = judging.classifier.request(tool, call, kwargs, isolated)
         except PathEscapeError as exc:  # a path that leads outside: nothing to ask a policy about
-            return self._classifier.bare(tool, call), Decision(
+            return judging.classifier.bare(tool, call), Decision(
                 Effect.DENY, "sandbox", str(exc), "call", exc.path
             )
-        return request, decide(self.policy, tool, request, kwargs, ctx)
+        return request, decide(judging.policy, tool, request, kwargs, ctx)
 
     def _levels(self, context: ContextLike) -> tuple[ContextLevel, ...]:
         """The context chain, nearest first: the engine's own objects, then call > engine
@@ -409,87 +449,8 @@ class Engine:
         """Take ``bubblewrap`` as the machine's answer: classify judges commands by it, and the
         command tools run by it (injected by type), so the two cannot disagree."""
         self._bubblewrap = bubblewrap
+        self._runner.boxed = bubblewrap.available
         self._own.put(bubblewrap, Bubblewrap)
-
-    # -- steps 5-7: schedule, run, result --------------------------------------------------------
-
-    async def _execute(self, admitted: Admitted, started: float) -> ToolResult:
-        tool = admitted.tool
-        if tool.mode is Mode.EXTERNAL:
-            return self._external.pending(admitted, started)
-        timeout = tool.spec.timeout or self.default_timeout
-        admission = self._admission
-        if admission.has_limits:
-            exclusive, gates = admission.slot(tool, admitted.call.subject)
-            acquired = await admission.acquire(exclusive, gates, timeout, self._attempts.watchdog())
-        else:  # the hot path: no caps, and usually a free slot
-            exclusive, gates = not tool.spec.shares, ()
-            acquired = admission.scheduler.try_acquire(exclusive) or await admission.acquire(
-                exclusive, gates, timeout, self._attempts.watchdog()
-            )
-        if not acquired:
-            waited = admission.waited(tool, admitted.call.subject)
-            return results.timed_out(admitted, started, 0, timeout, waited=waited)
-        try:
-            value, attempts = await self._run(admitted, timeout)
-        except RunFailed as failed:
-            return results.run_failure(admitted, started, failed)
-        finally:
-            admission.release(exclusive, gates)
-        return results.success(admitted, started, value, attempts, self.max_result_chars)
-
-    async def _chunks(
-        self,
-        admitted: Admitted,
-        queue: asyncio.Queue[list[Block]],
-        delivery: Delivery,
-        started: float,
-    ) -> AsyncGenerator[ToolChunk, None]:
-        """Steps 5-7 for a streamed call: chunks as they come, then one chunk with the result."""
-        call, tool = admitted.call, admitted.tool
-        if tool.mode is Mode.EXTERNAL:
-            yield ToolChunk(call.id, tool.name, [], True, self._external.pending(admitted, started))
-            return
-        admission = self._admission
-        exclusive, gates = admission.slot(tool, call.subject)
-        timeout = tool.spec.timeout or self.default_timeout
-        if not await admission.acquire(exclusive, gates, timeout, self._attempts.watchdog()):
-            waited = admission.waited(tool, call.subject)
-            result = results.timed_out(admitted, started, 0, timeout, waited=waited)
-            yield ToolChunk(call.id, tool.name, [], True, result)
-            return
-        loop = asyncio.get_running_loop()
-        producer = loop.create_task(self._run(admitted, timeout, delivery))
-        getter: asyncio.Task[list[Block]] | None = None
-        try:
-            while True:
-                getter = loop.create_task(queue.get())
-                await asyncio.wait((getter, producer), return_when=asyncio.FIRST_COMPLETED)
-                if getter.done():
-                    yield ToolChunk(call.id, tool.name, getter.result())
-                    continue
-                getter.cancel()
-                while not queue.empty():  # chunks put just before the tool finished
-                    yield ToolChunk(call.id, tool.name, queue.get_nowait())
-                break
-        finally:
-            admission.release(exclusive, gates)
-            for task in (getter, producer):
-                if task is not None and not task.done():
-                    task.cancel()
-            await asyncio.gather(producer, return_exceptions=True)
-        result = results.produced(admitted, started, producer, self.max_result_chars)
-        yield ToolChunk(call.id, tool.name, [], True, result)
-
-    def _run(
-        self, admitted: Admitted, timeout: float, delivery: Delivery | None = None
-    ) -> Coroutine[Any, Any, tuple[Any, int]]:
-        """Step 6: the attempts; a boxed command's on a staged view, its changes settled after."""
-        attempt = self._attempts.run(admitted, timeout, delivery)
-        boxed = self._bubblewrap is not None and self._bubblewrap.available
-        if admitted.tool.spec.command is None or not boxed:
-            return attempt
-        return self._commands.run(admitted, attempt)
 
     # -- step 8: record ------------------------------------------------------------------------
 

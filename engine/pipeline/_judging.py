@@ -1,0 +1,82 @@
+"""What an engine judges calls by, as one unit: its policy and the steps built on it.
+
+A policy from a store changes while the engine runs (`Policy.feed`). What is built on the policy
+(the classifier, the command step, the lasting approvals) is built again for a new one, as one
+`Judging`, and the engine takes the newest at the start of each call and hands it down through
+every step of that call, to settling what its command changed: a call is judged by the old
+policy or the new, never a mix. Approvals answered "for this session" belong to the policy they
+were given under; a new policy asks again.
+
+While the feed cannot reach its store it keeps the last good policy, and every call decided
+then carries a warning saying so (`stale`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stockade.engine.observe.own_files import own_patterns
+from stockade.engine.pipeline._classify import Classifier
+from stockade.engine.pipeline._commands import Commands
+from stockade.engine.pipeline._egress import HostApprovals
+from stockade.engine.pipeline._lasting import Lasting
+from stockade.policies import Policy
+
+if TYPE_CHECKING:
+    from stockade.engine.observe.audit_log import AuditLog
+    from stockade.sandbox import VirtualFS
+
+
+class Judging:
+    """One policy (the engine's own files protected) and the steps built on it."""
+
+    __slots__ = ("_own", "classifier", "commands", "fs", "lasting", "policy", "source")
+
+    def __init__(
+        self,
+        source: Policy,
+        own: list[str],
+        fs: VirtualFS | None,
+        hosts: HostApprovals,
+        layers_problem: str | None = None,
+    ) -> None:
+        self.source = source  # as given, or as its feed handed it over
+        self._own = own
+        self.fs = fs
+        self.policy = source.protect(own)
+        self.commands = Commands(self.policy, fs, hosts)
+        self.commands.layers_problem = layers_problem  # a machine's answer, not a policy's
+        self.classifier = Classifier(self.policy, fs, self.commands.stages)
+        self.lasting = Lasting(self.policy, fs)
+
+    @classmethod
+    def first(
+        cls,
+        policy: Policy | None,
+        fs: VirtualFS | None,
+        audit: AuditLog | None,
+        tracer_provider: object,
+        hosts: HostApprovals,
+    ) -> Judging:
+        """The judging an engine starts with: ``policy`` (the default preset when None)."""
+        chosen = policy if policy is not None else Policy.preset("default")
+        return cls(chosen, own_patterns(chosen, fs, audit, tracer_provider), fs, hosts)
+
+    def newest(self) -> Judging:
+        """This judging, or one built for the newer policy its feed holds."""
+        feed = self.source.feed
+        if feed is None or feed.current is self.source:
+            return self
+        problem = self.commands.layers_problem
+        return Judging(feed.current, self._own, self.fs, self.commands.approvals, problem)
+
+    @property
+    def admits(self) -> tuple[Lasting, str | None]:
+        """What `admit_call` takes of it: the lasting approvals, and `stale`."""
+        return self.lasting, self.stale
+
+    @property
+    def stale(self) -> str | None:
+        """Why this policy may be out of date (its store is unreachable), or None."""
+        feed = self.source.feed
+        return None if feed is None else feed.problem
