@@ -276,3 +276,31 @@ def test_any_record_round_trips_through_the_store_and_verifies(
     last = next(r for r in stored if r["seq"] == spooled["seq"])
     assert {k: v for k, v in last.items() if k != "writer"} == spooled
     assert verify_store(postgres_url).ok
+
+
+def test_every_spool_in_the_folder_is_out_of_every_calls_reach(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """The folder of an audit store holds the spools of processes that ended, waiting to be
+    shipped: a tool on host paths may touch none of them (not only this process's own)."""
+    from stockade.engine import Engine, Toolkit
+    from stockade.policies import Effect, Policy, Request
+
+    folder = tmp_path / "state"
+    with store(postgres_url, folder) as audit:
+        engine = Engine(Toolkit(), policy=Policy.preset("permissive"), audit=audit)
+        other = folder / "audit-web2-4242-20260101T000000000000.jsonl"
+        for path, access in ((str(other), "write"), (f"{other}.seal", "delete")):
+            request = Request(
+                subject="agent", tool="host_write", action="call", paths=((path, access),)
+            )
+            decision = engine.policy.decide(request)
+            assert decision.effect is Effect.DENY, path
+            assert decision.rule == "stockade-state"
+        beside = Request(
+            subject="agent",
+            tool="host_write",
+            action="call",
+            paths=((str(tmp_path / "elsewhere.txt"), "write"),),
+        )
+        assert engine.policy.decide(beside).effect is Effect.ALLOW

@@ -6,7 +6,9 @@ chooses the rules of the next session. So the engine hands its policy the files 
 
 - the audit log, with its rotated files and its seal (``audit.jsonl``, ``audit.jsonl.*``);
 - the trace file of a ``tracer_provider("jsonl", path=...)``;
-- the file the policy was loaded from (`Policy.file`).
+- the file the policy was loaded from (`Policy.file`);
+- beside an audit store's spool, every process's spool (``audit-*``): those of processes that
+  ended wait there to be shipped.
 
 Each is protected by its host path (for tools on host paths) and, wherever a mount of the
 engine's `VirtualFS` holds it, by its logical path. The audit log's folder is Stockade's state
@@ -27,6 +29,8 @@ from stockade.policies.globs import escape
 if TYPE_CHECKING:
     from stockade.engine.observe.audit_log import AuditLog
     from stockade.sandbox import VirtualFS
+
+SPOOLS = "audit-*"  # an audit store's spools, their rotated files, seals and locks
 
 # The attribute `stockade.engine.observe.tracing.tracer_provider` puts the files it writes
 # under, on the provider it returns (read here without loading the OpenTelemetry SDK)
@@ -60,6 +64,9 @@ def own_patterns(
     found: list[str] = []
     for path, family in files:
         found += _forms(escape(str(path)), family)
+    if state is not None and _ships(audit):
+        # an audit store's folder holds other processes' spools too, waiting to be shipped
+        found.append(f"{escape(str(state))}/{SPOOLS}")
     mounts = [] if fs is None else [m for m in fs.mounts if m.root is not None]
     for mount in mounts:
         root = Path(mount.root).resolve()  # type: ignore[arg-type]
@@ -69,6 +76,12 @@ def own_patterns(
             if path.is_relative_to(root):
                 found += _forms(_logical(mount.prefix, root, path), family)
     return found
+
+
+def _ships(audit: AuditLog | None) -> bool:
+    from stockade.engine.observe.audit_store import AuditStore  # (it imports what this does)
+
+    return isinstance(audit, AuditStore)
 
 
 def _forms(escaped: str, family: bool) -> list[str]:
