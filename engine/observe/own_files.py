@@ -37,16 +37,6 @@ SPOOLS = "audit-*"  # an audit store's spools, their rotated files, seals and lo
 TRACE_FILES = "stockade_trace_files"
 
 
-def engine_policy(
-    policy: Policy | None, fs: VirtualFS | None, audit: AuditLog | None, tracer_provider: object
-) -> Policy:
-    """The policy an engine runs by: ``policy`` (no engine runs without one: none given means
-    the default preset), with the engine's own files protected (the same object when there are
-    none, or they are protected already)."""
-    chosen = policy if policy is not None else Policy.preset("default")
-    return chosen.protect(own_patterns(chosen, fs, audit, tracer_provider))
-
-
 def own_patterns(
     policy: Policy, fs: VirtualFS | None, audit: AuditLog | None, tracer_provider: object
 ) -> list[str]:
