@@ -184,6 +184,9 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "stockade.engine.pipeline": ["Approve", "Approver", "CallContext", "Engine"],
     "stockade.engine.cli": ["main"],
+    "stockade.engine.cluster": [
+        "ClusterSession", "ClusterSessions", "SessionInfo", "SessionSpec", "UnknownSessionError",
+    ],
 }  # fmt: skip
 
 
