@@ -334,3 +334,26 @@ async def test_a_node_killed_mid_call_ends_its_calls_as_errors_and_leaves_others
     (tmp_path / "still.txt").write_text("alive")
     assert (await survivor.call(read("still.txt"))).text == "alive"
     assert rows[survivor.id].state == "open"
+
+
+async def test_a_session_follows_the_policy_store(
+    sessions: ClusterSessions, postgres_url: str, tmp_path: Path
+) -> None:
+    """A session opened with a policy store's URL decides on its node by the newest policy
+    pushed to the store, as every engine following it does."""
+    from stockade.policies import Policy
+    from stockade.policies.store import PolicyStore
+
+    store = PolicyStore(postgres_url)
+    store.push(Policy.preset("default"))
+    session = await sessions.open(spec(tmp_path, policy=postgres_url))
+    write = ToolCall(name="write_file", arguments={"path": "a.txt", "content": "x"})
+    assert (await session.call(write)).ok
+    await asyncio.sleep(3)  # the node's watcher subscribes about two seconds after the start
+    store.push(Policy.preset("read-only"))
+    pushed = perf_counter()
+    while (await session.call(write)).status != "denied":
+        assert perf_counter() - pushed < 5, "the session never took the pushed policy"
+        await asyncio.sleep(0.05)
+    assert perf_counter() - pushed < 1.5
+    store.close()
