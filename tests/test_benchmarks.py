@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support import require_bubblewrap
 
 from stockade.sandbox import isolation_available
@@ -282,3 +283,23 @@ def test_formats_benchmark_quick_run_reports_each_size_against_the_smallest() ->
     targets = [r["target"] for r in rows]
     assert targets == ["-", "<= 2.5x", "<= 5x"] * 2
     assert all(isinstance(r["meets_target"], bool) for r in rows if r["target"] != "-")
+
+
+def test_policy_store_benchmark_quick_run_times_every_push_to_every_follower() -> None:
+    rows = {r["measure"]: r for r in quick_json("bench_policy_store.py")}
+    followed = rows["push, then 3 followers hold it"]
+    assert followed["n"] == 30  # 10 pushes, 3 followers each: none missed
+    assert followed["median_ms"] > 0
+    assert followed["max_ms"] >= followed["median_ms"]
+    assert {"baseline: the push alone", "baseline: one reload (read + build)"} <= set(rows)
+
+
+@pytest.mark.slow
+def test_cluster_benchmark_quick_run_reports_latency_and_throughput_per_node_count() -> None:
+    rows = quick_json("bench_cluster.py")
+    (latency,) = [r for r in rows if r["measure"].startswith("latency")]
+    assert latency["session_median_ms"] > 0
+    assert latency["local_median_ms"] > 0
+    nodes = {r["nodes"] for r in rows if r["measure"].startswith("throughput")}
+    assert {0, 1, 2} <= nodes  # local engines (0), then clusters of one and two nodes
+    assert all(r["calls_per_s"] > 0 for r in rows if "calls_per_s" in r)
