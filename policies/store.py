@@ -76,9 +76,20 @@ def masked(url: str) -> str:
     try:
         from sqlalchemy.engine import make_url
 
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
+        if "password" in parsed.query:  # libpq takes one there too
+            parsed = parsed.update_query_dict({"password": "***"})
+        return parsed.render_as_string(hide_password=True)
     except Exception:  # not a URL at all: say so without echoing it
         return "<a database URL that does not parse>"
+
+
+def _empty_model() -> Any:
+    import casbin
+
+    from stockade.policies.casbin_enforcer import MODEL_TEXT
+
+    return casbin.Enforcer.new_model(text=MODEL_TEXT)
 
 
 def _rule_class(table: str) -> Any:
@@ -122,13 +133,35 @@ class PolicyStore:
         except ImportError as exc:
             raise ConfigurationError(f"a policy store needs {EXTRA} ({exc})") from exc
 
+        table = self.table
+
         class OrderedAdapter(Adapter):  # type: ignore[misc]
             def load_policy(self, model: Any) -> None:
+                with self._session_scope() as session:
+                    self.load_into(session, model)
+
+            def load_into(self, session: Any, model: Any) -> None:
                 from casbin import persist
 
+                for row in session.query(self._db_class).order_by(self._db_class.id):
+                    persist.load_policy_line(str(row), model)
+
+            def replace(self, model: Any, read_back: Any) -> None:
+                """Every line replaced in one transaction, the lines as stored read back into
+                ``read_back`` in it. The table is locked first (reads go on): two pushes at
+                once would otherwise each delete only the rows they saw and leave both
+                policies' lines behind."""
                 with self._session_scope() as session:
-                    for row in session.query(self._db_class).order_by(self._db_class.id):
-                        persist.load_policy_line(str(row), model)
+                    session.execute(sqlalchemy.text(f"LOCK TABLE {table} IN EXCLUSIVE MODE"))
+                    session.query(self._db_class).delete()
+                    for ptype, ast in model.model["p"].items():
+                        for rule in ast.policy:
+                            self._save_policy_line(ptype, rule, session=session)
+                    for ptype, ast in model.model["g"].items():
+                        for rule in ast.policy:
+                            self._save_policy_line(ptype, rule, session=session)
+                    session.flush()
+                    self.load_into(session, read_back)
 
         try:
             url = sqlalchemy.engine.make_url(self.url)
@@ -158,12 +191,13 @@ class PolicyStore:
         ]
         enforcer = new_enforcer(lines, grouping_lines(policy.spec.roles))
         adapter = self._connect()
+        model = _empty_model()
         try:
-            adapter.save_policy(enforcer.get_model())
+            adapter.replace(enforcer.get_model(), model)
         except Exception as exc:
             raise self._unreachable(exc) from exc
+        stored = self._stored(model)  # as this push left it (another may follow at once)
         self.announce()
-        stored = self.read()
         log.info("published policy %s to %s", stored.version[:12], self.where)
         return stored.version
 
@@ -180,22 +214,29 @@ class PolicyStore:
     def read(self) -> Stored:
         """The stored policy's lines, in one read. Raises `PolicyStoreError` when the store
         cannot be read or holds no policy."""
-        import casbin
-
-        from stockade.policies.casbin_enforcer import MODEL_TEXT
-
         adapter = self._connect()
-        model = casbin.Enforcer.new_model(text=MODEL_TEXT)
+        model = _empty_model()
         try:
             adapter.load_policy(model)
         except Exception as exc:
             raise self._unreachable(exc) from exc
+        return self._stored(model)
+
+    def _stored(self, model: Any) -> Stored:
         lines = [list(line) for line in model.model["p"]["p"].policy]
         groups = [list(line) for line in model.model["g"]["g"].policy]
         if not lines:
             raise PolicyStoreError(
                 f"the policy store at {self.where} holds no policy yet: publish one with "
                 f"`stockade policy push FILE --store URL`"
+            )
+        odd = next((line for line in lines if len(line) != 8), None)
+        odd = odd or next((line for line in groups if len(line) != 2), None)
+        if odd is not None:  # written by something else than `push`
+            raise PolicyStoreError(
+                f"the table {self.table} at {self.where} does not hold a Stockade policy (a "
+                f"line of {len(odd)} fields: {', '.join(odd)[:80]}); publish one with "
+                "`stockade policy push FILE --store URL`"
             )
         digest = hashlib.sha256(json.dumps([lines, groups]).encode()).hexdigest()
         note = next((decode_field(line[7]) for line in lines if line[6] == SETTINGS_ID), "")
@@ -209,15 +250,20 @@ class PolicyStore:
         except ImportError as exc:
             raise ConfigurationError(f"a policy store needs {EXTRA} ({exc})") from exc
         url = make_url(self.url)
+        # what libpq takes from the URL's query (a socket folder as host, TLS) reaches the
+        # watcher's own connections too, as it reaches the adapter's
+        query = {k: v if isinstance(v, str) else v[-1] for k, v in url.query.items()}
+        tls = {k: query.get(k) for k in ("sslmode", "sslrootcert", "sslcert", "sslkey")}
         return PostgresqlWatcher(
-            host=url.host or "localhost",
-            port=url.port or 5432,
-            user=url.username or "",
-            password=url.password or "",
-            dbname=url.database or "postgres",
+            host=query.get("host") or url.host or "localhost",
+            port=int(query.get("port") or url.port or 5432),
+            user=query.get("user") or url.username or "",
+            password=url.password or query.get("password") or "",
+            dbname=url.database or query.get("dbname") or "postgres",
             channel_name=self.channel,
             start_listening=listen,
             logger=log,
+            **tls,
         )
 
     def close(self) -> None:

@@ -23,11 +23,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from stockade.errors import StockadeError
 from stockade.policies.casbin_enforcer import new_enforcer
-from stockade.policies.store import PolicyStore, Stored
+from stockade.policies.store import PolicyStore, PolicyStoreError, Stored
 
 log = logging.getLogger("stockade.policy_store")
 
@@ -49,10 +51,24 @@ def snapshot(url: str, build: Build) -> Any:
     store = PolicyStore(url)
     try:
         stored = store.read()
-        enforcer = new_enforcer(stored.lines, stored.groups)
-        return build(enforcer, source=f"{store.where}#{stored.version[:12]}")
+        return _loaded(store, stored, lambda: build(
+            new_enforcer(stored.lines, stored.groups), source=f"{store.where}#{stored.version[:12]}"
+        ))  # fmt: skip
     finally:
         store.close()
+
+
+def _loaded(store: PolicyStore, stored: Stored, load: Callable[[], Any]) -> Any:
+    """``load()``; what goes wrong building the stored lines said as a `StockadeError`."""
+    try:
+        return load()
+    except StockadeError:
+        raise
+    except Exception as exc:  # lines the store holds that no push wrote
+        raise PolicyStoreError(
+            f"the policy {stored.version[:12]} in the store at {store.where} does not load: "
+            f"{exc}; publish one with `stockade policy push FILE --store URL`"
+        ) from exc
 
 
 class PolicyFeed:
@@ -77,7 +93,14 @@ class PolicyFeed:
         """Read the store at ``url`` now (raising `PolicyStoreError` when it cannot be, or
         `PolicyError` when its policy does not load) and keep following it."""
         store = PolicyStore(url)
-        feed = cls(store, build, store.read(), recheck_s=recheck_s)
+        try:
+            first = store.read()
+            feed: PolicyFeed = _loaded(
+                store, first, lambda: cls(store, build, first, recheck_s=recheck_s)
+            )
+        except BaseException:
+            store.close()  # no connection left behind by a feed that never started
+            raise
         feed._thread.start()
         return feed
 

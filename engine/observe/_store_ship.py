@@ -28,7 +28,7 @@ from stockade.engine.observe import _store_spool as spool
 from stockade.engine.observe import _store_sql as sql
 from stockade.engine.observe._audit_chain import Chain
 from stockade.engine.observe._audit_seal import HASH_TAIL, rotated_files, seal_path
-from stockade.engine.observe._audit_tail import AuditError, read_tail
+from stockade.engine.observe._audit_tail import AuditError
 
 log = logging.getLogger("stockade.audit")
 _RETRY_S = 0.5  # between attempts while the database is down
@@ -126,7 +126,7 @@ class Shipper:
         try:
             conn = self._connection()
             while self._orphans:
-                self._adopt(conn, *self._orphans[0])
+                self._adopt_or_leave(conn, *self._orphans[0])
                 with self._changed:
                     spool.release(self._orphans.pop(0)[2])
                     self._changed.notify_all()
@@ -234,15 +234,34 @@ class Shipper:
                 found.append((path, writer, fd))
         return found
 
+    def _adopt_or_leave(self, conn: Any, path: Path, writer: sql.Writer, fd: int) -> None:
+        """Ship a dead writer's spool; one the store refuses (or that cannot be read) is said
+        once and left where it is, and this writer's own shipping goes on."""
+        try:
+            self._adopt(conn, path, writer, fd)
+        except sql.db_errors():
+            raise  # the database went away: the same spool is tried again when it is back
+        except Exception as exc:
+            log.error(
+                "the audit store %s: the spool %s of writer %s, which has ended, is not "
+                "shipped (%s); it stays there to be looked into, and this process's own records "
+                "are shipped", self.shown, path, writer.writer, exc,
+            )  # fmt: skip
+
     def _adopt(self, conn: Any, path: Path, writer: sql.Writer, _fd: int) -> None:
         """Ship a dead writer's spool (a torn tail first kept as a ``recovered`` record, as
         a new `AuditLog` on it would), then mark it ended and delete it."""
+        if not any(f.exists() for f in [*rotated_files(path), path]):
+            return  # shipped and deleted by another store since this one listed it
+        damaged = False
         if path.exists():
             try:
                 Chain(path, durability="batch", rotate_bytes=self.settings.rotate_bytes,
                       seal=seal_path(path)).close()  # fmt: skip
             except AuditError as exc:  # cut short or rewritten: ship what it holds, say so
-                log.error("the spool %s of writer %s is damaged: %s", path, writer.writer, exc)
+                log.error("the spool %s of writer %s is damaged: %s; what it holds is shipped, "
+                          "and it is kept", path, writer.writer, exc)  # fmt: skip
+                damaged = True
         after = sql.head_of(conn, writer.writer)
         reader = spool.SpoolReader(path, after)
         try:
@@ -250,17 +269,18 @@ class Shipper:
                 _send(conn, writer, lines)
         finally:
             reader.close()
-        files = [f for f in [*rotated_files(path), path] if f.exists()]
-        last = read_tail(files).seq if files else 0
+        last = reader.after  # its last complete record, shipped now or before
         how = (
             "closed, its last records shipped by " + self.me.writer
             if Path(f"{path}{spool.CLOSED}").exists()
             else f"ended without closing after record {max(last, after)}; its spool was "
             f"shipped by {self.me.writer}"
         )
+        if damaged:
+            how += f" (its spool was damaged: kept as {path.name})"
         sql.end_writer(conn, writer, how)
         log.warning("the audit store %s: writer %s %s", self.shown, writer.writer, how)
-        if not self.settings.keep_spool:
+        if not self.settings.keep_spool and not damaged:
             spool.remove(path)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -90,7 +90,8 @@ def check_url(url: str) -> str:
 
 def mask(url: str) -> str:
     """``url`` with its password shown as ``***`` (in the authority and in a query)."""
-    url = re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", url)
+    # up to the last ``@``: a password may hold a raw ``/`` or ``@`` (hiding too much is safe)
+    url = re.sub(r"(://[^/@:]*:).*@", r"\1***@", url)
     return re.sub(r"(?i)(password=)[^&\s]*", r"\1***", url)
 
 
@@ -267,6 +268,36 @@ def writers(
     return found
 
 
+def chain_of(conn: Any, writer: str) -> Generator[Any, None, None]:
+    """A writer's row of the writers table (a dict as `writers` gives, None when there is
+    none), then its rows by number as `rows_of` gives them, all in one transaction: on a
+    connection in REPEATABLE READ (`snapshot`) the head and the rows are of one moment, however
+    the writer ships meanwhile."""
+    with conn:
+        with conn.cursor() as cur:
+            cur.execute(
+                f"SELECT writer, host, pid, started, head_seq, head_hash, closed, ended "
+                f"FROM {WRITERS} WHERE writer = %s",
+                (writer,),
+            )
+            names = [d[0] for d in cur.description]
+            found = cur.fetchone()
+        yield None if found is None else dict(zip(names, found, strict=True))
+        with conn.cursor(name="stockade_audit_chain") as named:
+            named.itersize = 2000
+            named.execute(
+                f"SELECT seq, {', '.join(COLUMNS)}, line FROM {RECORDS} WHERE writer = %s "
+                "ORDER BY seq",
+                (writer,),
+            )
+            yield from named
+
+
+def snapshot(conn: Any) -> None:
+    """Make each transaction on ``conn`` read the store as of one moment, and write nothing."""
+    conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
+
+
 def rows_of(conn: Any, writer: str) -> Iterator[tuple[Any, ...]]:
     """A writer's rows by number, (seq, time, kind, ..., line), streamed from the server."""
     with conn, conn.cursor(name="stockade_audit_rows") as cur:
@@ -286,8 +317,9 @@ def lines(
     until: float | None,
     writer: str | None,
     host: str | None,
-) -> Iterator[tuple[str, str]]:
-    """(writer, line) of the records passing the exact column filters, by time, streamed."""
+) -> Generator[tuple[str, int, str], None, None]:
+    """(writer, seq, line) of the records passing the exact column filters, by time,
+    streamed."""
     where = [f"r.{k} = %s" for k in exact]
     args: list[Any] = list(exact.values())
     if since is not None:
@@ -306,7 +338,7 @@ def lines(
     with conn, conn.cursor(name="stockade_audit_lines") as cur:
         cur.itersize = 2000
         cur.execute(
-            f"SELECT r.writer, r.line FROM {RECORDS} r {clause} "
+            f"SELECT r.writer, r.seq, r.line FROM {RECORDS} r {clause} "
             "ORDER BY r.time NULLS FIRST, r.writer, r.seq",
             args,
         )

@@ -104,6 +104,7 @@ def verify_store(
     except sql.db_errors() as exc:
         return StoreReport(False, shown, (), f"cannot reach {shown}: {sql.scrub(str(exc), url)}")
     try:
+        sql.snapshot(conn)  # a writer's head and its rows as of one moment (it may be shipping)
         if not sql.has_schema(conn):
             return StoreReport(
                 False, shown, (), f"{shown} holds no audit store (no table {sql.RECORDS})"
@@ -126,11 +127,13 @@ def _verify(conn: Any, row: dict[str, Any], waiting: dict[str, int]) -> WriterRe
             f"{count} record(s) of a writer the writers table does not know: they were "
             "inserted by something other than Stockade", 1,
         )  # fmt: skip
+    chain = sql.chain_of(conn, name)
+    row = next(chain) or row  # the head as of the moment its rows are read
     head, head_hash = int(row["head_seq"]), row["head_hash"]
     base = {"writer": name, "host": row["host"], "pid": row["pid"], "head": head,
             "closed": row["closed"], "unshipped": waiting.get(name, 0)}  # fmt: skip
     prev, count, at_head = GENESIS, 0, None
-    for seq, *cells, line in sql.rows_of(conn, name):
+    for seq, *cells, line in chain:
         problem = None
         if seq != count + 1:
             problem = (
@@ -142,6 +145,7 @@ def _verify(conn: Any, row: dict[str, Any], waiting: dict[str, int]) -> WriterRe
         else:
             problem = _check(line.encode(), prev, seq) or _columns(line, cells)
         if problem is not None:
+            chain.close()
             return WriterReport(**base, ok=False, records=count, bad_record=seq,
                                 problem=f"record {seq}: {problem}")  # fmt: skip
         count = seq
@@ -166,10 +170,10 @@ def _verify(conn: Any, row: dict[str, Any], waiting: dict[str, int]) -> WriterRe
         problem = f"record {head}: it is not the record the writers table names: rewritten"
         return WriterReport(**base, ok=False, records=count, bad_record=head,
                             problem=problem)  # fmt: skip
-    return _ending(base, row, count)
+    return _ending(conn, base, row, count)
 
 
-def _ending(base: dict[str, Any], row: dict[str, Any], count: int) -> WriterReport:
+def _ending(conn: Any, base: dict[str, Any], row: dict[str, Any], count: int) -> WriterReport:
     """The verdict on an intact chain: how its writer ended (or that it runs)."""
     note = None
     waiting = base["unshipped"]
@@ -180,7 +184,11 @@ def _ending(base: dict[str, Any], row: dict[str, Any], count: int) -> WriterRepo
         if ended != "closed":
             note = ", ".join(x for x in (ended, note) if x)
         return WriterReport(**base, ok=True, records=count, note=note)
-    if row["host"] == spool.host_name() and not _alive(int(row["pid"])):
+    if (
+        row["host"] == spool.host_name()
+        and not _alive(int(row["pid"]))
+        and not _closed_since(conn, row["writer"])
+    ):
         problem = (
             f"ended without closing: records after {count} may be lost (its process "
             f"{row['pid']} is gone; an AuditStore opened on its folder ships what its spool "
@@ -204,6 +212,12 @@ def _columns(line: str, cells: list[Any]) -> str | None:
     if not isinstance(record, dict) or tuple(cells) != sql.columns(record):
         return "its columns do not say what its line says: the row was edited"
     return None
+
+
+def _closed_since(conn: Any, writer: str) -> bool:
+    """Whether ``writer`` is closed now (it may have closed, and its process ended, since its
+    rows were read)."""
+    return any(found.get("closed") for found in sql.writers(conn, writer=writer))
 
 
 def _alive(pid: int) -> bool:
@@ -267,17 +281,34 @@ def read_store(
             )
         rows = sql.lines(conn, exact=exact, since=wanted.since, until=wanted.until,
                          writer=writer, host=host)  # fmt: skip
-        for name, line in rows:
-            record = orjson.loads(line)
-            if isinstance(record, dict) and wanted.keeps(record):
-                record["writer"] = name
-                yield record
+        try:
+            for name, seq, line in rows:
+                record = _record(name, seq, line)
+                if wanted.keeps(record):
+                    record["writer"] = name
+                    yield record
+        finally:
+            rows.close()  # its server-side cursor, before the connection goes
     except sql.db_errors() as exc:
         raise AuditError(
             f"cannot read the audit store {shown}: {sql.scrub(str(exc), url)}"
         ) from exc
     finally:
         conn.close()
+
+
+def _record(writer: str, seq: int, line: str) -> dict[str, Any]:
+    """A row's line as its record; AuditError naming it when it is not one."""
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        record = None
+    if not isinstance(record, dict):
+        raise AuditError(
+            f"record {seq} of writer {writer} in the audit store is not a record (not a JSON "
+            "object): the store was changed; `stockade audit verify --store` says what else"
+        )
+    return record
 
 
 __all__ = ["StoreReport", "WriterReport", "read_store", "verify_store"]

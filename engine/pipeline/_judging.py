@@ -5,7 +5,8 @@ A policy from a store changes while the engine runs (`Policy.feed`). What is bui
 `Judging`, and the engine takes the newest at the start of each call and hands it down through
 every step of that call, to settling what its command changed: a call is judged by the old
 policy or the new, never a mix. Approvals answered "for this session" belong to the policy they
-were given under; a new policy asks again.
+were given under; a new policy asks again. Paths the engine's caller protected on the policy it
+gave (`Policy.protect`) stay protected under every newer one.
 
 While the feed cannot reach its store it keeps the last good policy, and every call decided
 then carries a warning saying so (`stale`).
@@ -65,10 +66,15 @@ class Judging:
     def newest(self) -> Judging:
         """This judging, or one built for the newer policy its feed holds."""
         feed = self.source.feed
-        if feed is None or feed.current is self.source:
+        if feed is None:
             return self
+        current = feed.current  # read once: the feed's thread may swap it meanwhile
+        if current.spec is self.source.spec:  # the same (`protect` keeps the spec it narrows)
+            return self
+        # the paths its caller protected (`Policy.protect`) stay protected under the new one
+        source = current.protect(self.source.protected)
         problem = self.commands.layers_problem
-        return Judging(feed.current, self._own, self.fs, self.commands.approvals, problem)
+        return Judging(source, self._own, self.fs, self.commands.approvals, problem)
 
     @property
     def admits(self) -> tuple[Lasting, str | None]:
