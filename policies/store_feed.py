@@ -128,7 +128,9 @@ class PolicyFeed:
         """Stop following the store."""
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+            # not longer: a thread waiting for the watcher to subscribe ends on its own (a
+            # daemon; the watcher's process is stopped by it, or at exit)
+            self._thread.join(timeout=1)
         self.store.close()
 
     def _policy(self, stored: Stored) -> Any:

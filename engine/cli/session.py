@@ -190,6 +190,8 @@ class Session:
         """Close the file system, the audit log and the traces, writing what waits. Safe to
         call twice."""
         provider, self.provider = self.provider, None
+        if self.policy.feed is not None:  # a store's policy: stop following it
+            self.policy.feed.close()
         try:
             self.fs.close()
         finally:

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from stockade.engine.injection import ContextLevel
 from stockade.engine.observe.own_files import own_patterns
 from stockade.engine.pipeline._classify import Classifier
 from stockade.engine.pipeline._commands import Commands
 from stockade.engine.pipeline._egress import HostApprovals
 from stockade.engine.pipeline._lasting import Lasting
-from stockade.policies import Policy
+from stockade.policies import Policy, ProcessSpec
 
 if TYPE_CHECKING:
     from stockade.engine.observe.audit_log import AuditLog
@@ -31,7 +32,17 @@ if TYPE_CHECKING:
 class Judging:
     """One policy (the engine's own files protected) and the steps built on it."""
 
-    __slots__ = ("_own", "classifier", "commands", "fs", "lasting", "policy", "source")
+    __slots__ = (
+        "_own",
+        "chain",
+        "classifier",
+        "commands",
+        "fs",
+        "lasting",
+        "policy",
+        "process",
+        "source",
+    )
 
     def __init__(
         self,
@@ -49,6 +60,11 @@ class Judging:
         self.commands.layers_problem = layers_problem  # a machine's answer, not a policy's
         self.classifier = Classifier(self.policy, fs, self.commands.stages)
         self.lasting = Lasting(self.policy, fs)
+        # how its calls' commands run (the policy's [process] table), injected by type first in
+        # the context chain of every call it judges; `chain` is the engine's whole chain after it
+        self.process = ContextLevel()
+        self.process.put(self.policy.process, ProcessSpec)
+        self.chain: tuple[ContextLevel, ...] = (self.process,)
 
     @classmethod
     def first(

@@ -54,9 +54,9 @@ class Runner:
         if tool.mode is Mode.EXTERNAL:
             return self.external.pending(admitted, started)
         timeout = tool.spec.timeout or self.default_timeout
-        admission = self.admission
-        if admission.has_limits:
-            exclusive, gates = admission.slot(tool, admitted.call.subject)
+        admission, policy = self.admission, judging.policy  # the caps of the call's own policy
+        if policy.has_limits:
+            exclusive, gates = admission.slot(tool, admitted.call.subject, policy)
             acquired = await admission.acquire(exclusive, gates, timeout, self.attempts.watchdog())
         else:  # the hot path: no caps, and usually a free slot
             exclusive, gates = not tool.spec.shares, ()
@@ -64,7 +64,7 @@ class Runner:
                 exclusive, gates, timeout, self.attempts.watchdog()
             )
         if not acquired:
-            waited = admission.waited(tool, admitted.call.subject)
+            waited = admission.waited(tool, admitted.call.subject, policy)
             return results.timed_out(admitted, started, 0, timeout, waited=waited)
         try:
             value, attempts = await self.run(admitted, timeout, judging)
@@ -87,11 +87,11 @@ class Runner:
         if tool.mode is Mode.EXTERNAL:
             yield ToolChunk(call.id, tool.name, [], True, self.external.pending(admitted, started))
             return
-        admission = self.admission
-        exclusive, gates = admission.slot(tool, call.subject)
+        admission, policy = self.admission, judging.policy
+        exclusive, gates = admission.slot(tool, call.subject, policy)
         timeout = tool.spec.timeout or self.default_timeout
         if not await admission.acquire(exclusive, gates, timeout, self.attempts.watchdog()):
-            waited = admission.waited(tool, call.subject)
+            waited = admission.waited(tool, call.subject, policy)
             result = results.timed_out(admitted, started, 0, timeout, waited=waited)
             yield ToolChunk(call.id, tool.name, [], True, result)
             return

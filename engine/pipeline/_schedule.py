@@ -100,12 +100,15 @@ class Scheduler:
 class Gates:
     """Caps on calls in flight, from the policy's limits: one for the whole engine, one per
     subject, one per tool. Each cap is an `asyncio.Semaphore` created on first use; calls take
-    them always in the same order (engine, subject, tool), so no two calls can deadlock."""
+    them always in the same order (engine, subject, tool), so no two calls can deadlock. A cap
+    is one semaphore per key and size: a new policy (from a store) keeping a cap shares it with
+    the calls the old one admitted; one changing it gives the calls it admits a new one, and
+    those running under the old cap finish under it."""
 
     __slots__ = ("_gates",)
 
     def __init__(self) -> None:
-        self._gates: dict[str, asyncio.Semaphore] = {}
+        self._gates: dict[tuple[str, int], asyncio.Semaphore] = {}
 
     def for_call(
         self, tool: str, subject: str, caps: tuple[int | None, int | None, int | None]
@@ -119,9 +122,9 @@ class Gates:
             (f"tool:{tool}", tool_cap),
         ):
             if cap is not None:
-                gate = self._gates.get(key)
+                gate = self._gates.get((key, cap))
                 if gate is None:
-                    gate = self._gates[key] = asyncio.Semaphore(cap)
+                    gate = self._gates[key, cap] = asyncio.Semaphore(cap)
                 gates.append(gate)
         return gates
 
@@ -186,31 +189,31 @@ class Admission:
         self.gates = Gates()
 
     def follow(self, policy: Policy) -> None:
-        """Take a new policy's limits (a store published it); calls holding caps of the old
-        one release what they hold."""
-        if (
-            policy.spec.limits != self.policy.spec.limits
-            or policy.spec.roles != self.policy.spec.roles
-        ):
-            self.gates = Gates()
+        """Take a new policy (a store published it) for what is asked without a call's own:
+        which calls `call_many` runs alone."""
         self.policy, self.has_limits = policy, policy.has_limits
 
-    def exclusive(self, tool: RegisteredTool, subject: str) -> bool:
+    def exclusive(self, tool: RegisteredTool, subject: str, policy: Policy | None = None) -> bool:
         """Whether calls of ``tool`` must run alone: not concurrency-safe, or made exclusive by
-        the policy's limits."""
+        the limits of ``policy`` (the call's; None: the engine's now)."""
         if not tool.spec.shares:
             return True
-        return self.has_limits and self.policy.limits_for(tool.name, subject).exclusive
+        policy = policy or self.policy
+        return policy.has_limits and policy.limits_for(tool.name, subject).exclusive
 
-    def slot(self, tool: RegisteredTool, subject: str) -> tuple[bool, Sequence[asyncio.Semaphore]]:
-        """Whether the call must run alone, and which caps it must hold."""
-        if not self.has_limits:
+    def slot(
+        self, tool: RegisteredTool, subject: str, policy: Policy | None = None
+    ) -> tuple[bool, Sequence[asyncio.Semaphore]]:
+        """Whether the call must run alone, and which caps it must hold, by the limits of
+        ``policy`` (the one that judged the call; None: the engine's now)."""
+        policy = policy or self.policy
+        if not policy.has_limits:
             return not tool.spec.shares, NO_GATES
-        limits = self.policy.limits_for(tool.name, subject)
+        limits = policy.limits_for(tool.name, subject)
         gates = self.gates.for_call(
             tool.name, subject, (limits.global_cap, limits.subject_cap, limits.tool_cap)
         )
-        return self.exclusive(tool, subject), gates
+        return self.exclusive(tool, subject, policy), gates
 
     async def acquire(
         self,
@@ -245,11 +248,12 @@ class Admission:
         for gate in reversed(gates):
             gate.release()
 
-    def waited(self, tool: RegisteredTool, subject: str) -> str:
+    def waited(self, tool: RegisteredTool, subject: str, policy: Policy | None = None) -> str:
         """What a call that timed out waiting for a slot was waiting for."""
-        if not self.has_limits:
+        policy = policy or self.policy
+        if not policy.has_limits:
             return "other calls held the engine"
-        limits = self.policy.limits_for(tool.name, subject)
+        limits = policy.limits_for(tool.name, subject)
         caps = [
             f"{what} {cap}"
             for what, cap in (

@@ -41,7 +41,7 @@ from stockade.engine.pipeline.history import CallContext
 from stockade.engine.toolkit import Toolkit
 from stockade.engine.tools import RegisteredTool
 from stockade.engine.tools.retry import DEFAULT_RETRY, RetryPolicy
-from stockade.policies import Decision, Effect, Policy, ProcessSpec, Request
+from stockade.policies import Decision, Effect, Policy, Request
 from stockade.sandbox import Bubblewrap, PathEscapeError, VirtualFS
 
 if TYPE_CHECKING:  # the OpenTelemetry SDK loads only when tracing is used
@@ -109,11 +109,10 @@ class Engine:
         # run (the policy's [process] table) and the machine's bubblewrap. Injected by type like
         # any context, but first in every chain, so no call can hand a tool other ones than
         # those its call was judged by.
-        self._own = ContextLevel()
+        self._own = ContextLevel()  # (and before it the call's policy's [process]: `_levels`)
         if fs is not None:
             self._own.put(fs, VirtualFS)
-        self._own.put(self.policy.process, ProcessSpec)
-        self._chain = (self._own, self.context, toolkit.context)
+        self._judging.chain = (self._judging.process, self._own, self.context, toolkit.context)
         self.default_timeout = default_timeout
         self.approval_timeout = approval_timeout
         self.max_argument_bytes = max_argument_bytes
@@ -280,7 +279,7 @@ class Engine:
         if tool.spec.command is not None and self._bubblewrap is None:
             self._use(judging.commands.probe_with(Bubblewrap.probe))
         kwargs, ctx, _ = validate(
-            tool, call, self._levels(None), SILENT_EMITTER, self.max_argument_bytes
+            tool, call, self._levels(None, judging), SILENT_EMITTER, self.max_argument_bytes
         )
         request, decision = self._judge(tool, call, kwargs, ctx, judging)
         return request, judging.lasting.question(request, decision)
@@ -361,8 +360,8 @@ class Engine:
             return judging
         newest = judging.newest()
         if newest is not judging:
+            newest.chain = (newest.process, *judging.chain[1:])
             self._judging = newest
-            self._own.put(newest.policy.process, ProcessSpec)
             self._admission.follow(newest.policy)
         return newest
 
@@ -385,7 +384,7 @@ class Engine:
             return self._admit_after_probe(call, context, emitter, started, judging)
         try:
             kwargs, ctx, ignored = validate(
-                tool, call, self._levels(context), emitter, self.max_argument_bytes
+                tool, call, self._levels(context, judging), emitter, self.max_argument_bytes
             )
         except CallError as exc:
             return refused(call, tool, exc, started)
@@ -438,12 +437,13 @@ class Engine:
             )
         return request, decide(judging.policy, tool, request, kwargs, ctx)
 
-    def _levels(self, context: ContextLike) -> tuple[ContextLevel, ...]:
-        """The context chain, nearest first: the engine's own objects, then call > engine
-        (agent) > toolkit."""
+    def _levels(self, context: ContextLike, judging: Judging) -> tuple[ContextLevel, ...]:
+        """The context chain, nearest first: how the call's policy runs commands, the engine's
+        own objects, then call > engine (agent) > toolkit."""
         if context is None:
-            return self._chain
-        return (self._own, ContextLevel(context), self.context, self.toolkit.context)
+            return judging.chain
+        own = (judging.process, self._own)
+        return (*own, ContextLevel(context), self.context, self.toolkit.context)
 
     def _use(self, bubblewrap: Bubblewrap) -> None:
         """Take ``bubblewrap`` as the machine's answer: classify judges commands by it, and the
