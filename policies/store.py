@@ -131,7 +131,9 @@ class PolicyStore:
             import sqlalchemy
             from sqlalchemy_adapter import Adapter
         except ImportError as exc:
-            raise ConfigurationError(f"a policy store needs {EXTRA} ({exc})") from exc
+            raise ConfigurationError(
+                f"a policy store needs the PostgreSQL extra: {EXTRA} ({exc})"
+            ) from exc
 
         table = self.table
 
@@ -248,7 +250,9 @@ class PolicyStore:
             from postgresql_watcher import PostgresqlWatcher
             from sqlalchemy.engine import make_url
         except ImportError as exc:
-            raise ConfigurationError(f"a policy store needs {EXTRA} ({exc})") from exc
+            raise ConfigurationError(
+                f"a policy store needs the PostgreSQL extra: {EXTRA} ({exc})"
+            ) from exc
         url = make_url(self.url)
         # what libpq takes from the URL's query (a socket folder as host, TLS) reaches the
         # watcher's own connections too, as it reaches the adapter's

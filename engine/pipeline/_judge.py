@@ -43,6 +43,7 @@ from stockade.engine.pipeline._validate import ignored_warning
 from stockade.engine.tools import RegisteredTool, ToolBase
 from stockade.policies import Decision, Effect, Request
 from stockade.policies.request import Access
+from stockade.policies.store_feed import PolicyFeed
 from stockade.sandbox import VirtualFS
 
 _MAX_REMEMBERED: Final = 65_536  # verdicts kept per call (a walk judges each file, often twice)
@@ -129,11 +130,12 @@ def admit_call(
     request: Request,
     ignored: list[str],
     lasting: Lasting,
-    stale: str | None = None,
+    feed: PolicyFeed | None = None,
 ) -> Admitted:
     """Steps 1-4 done: the call as it goes on, its files to be judged where each lands (by
     ``lasting.policy``, an ask there allowed where the call's approval or a lasting one covers
-    it). ``stale``: why the policy may be out of date (a warning on the call), if it may."""
+    it). ``feed``: where the policy comes from, if from a store (a warning on the call when it
+    cannot be reached)."""
     call_admitted = Admitted(call, tool, kwargs, ctx, decision, request)
     if ctx is not None:
         guard_files(call_admitted, lasting)
@@ -142,8 +144,8 @@ def admit_call(
     if ignored:
         call_admitted.note().ignored_arguments = ignored
         call_admitted.warn(ignored_warning(ignored))
-    if stale is not None:  # decided by the last good policy: its store cannot be reached
-        call_admitted.warn(stale)
+    if feed is not None and feed.problem is not None:  # its store cannot be reached
+        call_admitted.warn(feed.problem)  # decided by the last good policy, which says so
     return call_admitted
 
 

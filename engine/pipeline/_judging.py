@@ -37,7 +37,9 @@ class Judging:
         "chain",
         "classifier",
         "commands",
+        "feed",
         "fs",
+        "has_limits",
         "lasting",
         "policy",
         "process",
@@ -60,6 +62,8 @@ class Judging:
         self.commands.layers_problem = layers_problem  # a machine's answer, not a policy's
         self.classifier = Classifier(self.policy, fs, self.commands.stages)
         self.lasting = Lasting(self.policy, fs)
+        self.feed = source.feed  # where a newer policy comes from (None: nowhere)
+        self.has_limits = self.policy.has_limits  # read by every call: kept at hand
         # how its calls' commands run (the policy's [process] table), injected by type first in
         # the context chain of every call it judges; `chain` is the engine's whole chain after it
         self.process = ContextLevel()
@@ -81,7 +85,7 @@ class Judging:
 
     def newest(self) -> Judging:
         """This judging, or one built for the newer policy its feed holds."""
-        feed = self.source.feed
+        feed = self.feed
         if feed is None:
             return self
         current = feed.current  # read once: the feed's thread may swap it meanwhile
@@ -93,12 +97,6 @@ class Judging:
         return Judging(source, self._own, self.fs, self.commands.approvals, problem)
 
     @property
-    def admits(self) -> tuple[Lasting, str | None]:
-        """What `admit_call` takes of it: the lasting approvals, and `stale`."""
-        return self.lasting, self.stale
-
-    @property
     def stale(self) -> str | None:
         """Why this policy may be out of date (its store is unreachable), or None."""
-        feed = self.source.feed
-        return None if feed is None else feed.problem
+        return None if self.feed is None else self.feed.problem

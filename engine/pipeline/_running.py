@@ -55,7 +55,7 @@ class Runner:
             return self.external.pending(admitted, started)
         timeout = tool.spec.timeout or self.default_timeout
         admission, policy = self.admission, judging.policy  # the caps of the call's own policy
-        if policy.has_limits:
+        if judging.has_limits:
             exclusive, gates = admission.slot(tool, admitted.call.subject, policy)
             acquired = await admission.acquire(exclusive, gates, timeout, self.attempts.watchdog())
         else:  # the hot path: no caps, and usually a free slot

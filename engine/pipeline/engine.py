@@ -149,7 +149,7 @@ class Engine:
             tool = self.toolkit.resolve(call.name)
             token = observers.began(call, tool.description if tool else None, current=True)
         admitted: Admitted | None = None
-        judging = self._now()
+        judging = self._judging if self._judging.feed is None else self._now()
         try:
             outcome = self._admit(call, context, SILENT_EMITTER, started, judging)
             if not isinstance(outcome, (Admitted, ToolResult)):
@@ -233,7 +233,7 @@ class Engine:
         delivery = Delivery(queue.put_nowait)  # the tool's chunks and its progress alike
         admitted: Admitted | None = None
         result: ToolResult | None = None
-        judging = self._now()
+        judging = self._judging if self._judging.feed is None else self._now()
         try:
             outcome = self._admit(call, context, Emitter(delivery), started, judging)
             if not isinstance(outcome, (Admitted, ToolResult)):
@@ -275,7 +275,7 @@ class Engine:
         tool = self.toolkit.resolve(call.name)
         if tool is None:
             raise UnknownToolError(self.toolkit.unavailable_reason(call.name))
-        judging = self._now()
+        judging = self._judging if self._judging.feed is None else self._now()
         if tool.spec.command is not None and self._bubblewrap is None:
             self._use(judging.commands.probe_with(Bubblewrap.probe))
         kwargs, ctx, _ = validate(
@@ -356,8 +356,6 @@ class Engine:
     def _now(self) -> Judging:
         """What this call is judged by: the newest policy (its store may have published one)."""
         judging = self._judging
-        if judging.source.feed is None:
-            return judging
         newest = judging.newest()
         if newest is not judging:
             newest.chain = (newest.process, *judging.chain[1:])
@@ -393,7 +391,8 @@ class Engine:
         if self._observers is not None:
             kept = self._observers.decided(call, request, decision)
         if isinstance(kept, Decision):
-            return admit_call(call, tool, kwargs, ctx, kept, request, ignored, *judging.admits)
+            what = (call, tool, kwargs, ctx, kept, request, ignored)
+            return admit_call(*what, judging.lasting, judging.feed)
         return self._when_kept(kept, (call, tool, kwargs, ctx), request, ignored, judging)
 
     async def _when_kept(
@@ -405,7 +404,7 @@ class Engine:
         judging: Judging,
     ) -> Admitted:
         """An fsync audit log: the call goes on once its intent is on disk."""
-        return admit_call(*what, await kept, request, ignored, *judging.admits)
+        return admit_call(*what, await kept, request, ignored, judging.lasting, judging.feed)
 
     async def _admit_after_probe(
         self,
