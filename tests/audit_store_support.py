@@ -10,46 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import psycopg2
+from test_audit import boom, echo, poke
+from test_audit import make_engine as engine_with
 
-from stockade.engine import Engine, ToolCall, Toolkit, ToolResult, tool
+from stockade.engine import Engine, ToolCall, ToolResult
 from stockade.engine.observe import AuditLog
-from stockade.policies import Policy
-
-
-@tool(read_only=True)
-async def echo(text: str) -> str:
-    """Echo the text back."""
-    return text
-
-
-@tool(retry=False)
-async def boom() -> str:
-    """Always fail."""
-    raise ValueError("boom")
-
-
-@tool()
-async def poke() -> str:
-    """A tool the policy denies."""
-    return "poked"
-
-
-POLICY = Policy.from_dict(
-    {
-        "rules": [
-            {"id": "no-poke", "effect": "deny", "tools": ["poke"], "reason": "poking is off"},
-            {"id": "tools-ok", "effect": "allow", "tools": ["*"], "reason": "tools are fine"},
-        ],
-        "dangerous_paths": {"replace": []},
-    }
-)
 
 
 def make_engine(audit: AuditLog) -> Engine:
-    toolkit = Toolkit()
-    for item in (echo, boom, poke):
-        toolkit.add(item)
-    return Engine(toolkit, policy=POLICY, audit=audit)
+    """An engine with the audit log tests' echo, boom and poke tools and their policy."""
+    return engine_with(audit, echo, boom, poke)
 
 
 async def call(engine: Engine, name: str, **arguments: Any) -> ToolResult:
