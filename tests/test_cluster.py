@@ -357,3 +357,90 @@ async def test_a_session_follows_the_policy_store(
         await asyncio.sleep(0.05)
     assert perf_counter() - pushed < 1.5
     store.close()
+
+
+# -- review: ids reused, opens cancelled, tools by name, outcomes said --------------------------
+
+
+async def test_a_call_id_reused_after_its_result_resolves_to_the_new_calls_result(
+    sessions: ClusterSessions, tmp_path: Path
+) -> None:
+    session = await sessions.open(spec(tmp_path, tools=("cluster_tools:wait_then_say",)))
+    first = ToolCall(name="wait_then_say", arguments={"seconds": 0, "text": "first"}, id="again")
+    assert (await session.call(first)).text == "first"
+    second = ToolCall(
+        name="wait_then_say", arguments={"seconds": 0.5, "text": "second"}, id="again"
+    )
+    session.submit(second)
+    assert session.in_flight == ["again"]
+    # the id now names the call in flight: its result, never the earlier call's
+    assert (await session.result("again")).text == "second"
+
+
+async def test_a_cancelled_open_leaves_no_actor_holding_the_node(
+    sessions: ClusterSessions, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    node = cluster.node_ids()[0]
+    holder = await sessions.open(spec(tmp_path, cores=1, node_id=node))
+    opening = asyncio.create_task(sessions.open(spec(tmp_path, cores=1, node_id=node)))
+    await asyncio.sleep(0.5)  # waiting for the node's only core
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    await sessions.close(holder.id)
+    # the core is free again: an actor left by the cancelled open would have taken it
+    again = await sessions.open(spec(tmp_path, cores=1, node_id=node, open_timeout=4))
+    assert again.node_id == node
+
+
+def test_a_tool_named_in_a_spec_must_be_declared_a_tool() -> None:
+    from stockade.engine.cluster._actor import session_toolkit
+
+    # a module's function that was never declared a tool would run unboxed on the node
+    for name in (
+        "os:system",
+        "builtins:eval",
+        "subprocess:Popen",
+        "collections:OrderedDict",
+        "os:environ",
+    ):
+        with pytest.raises(ConfigurationError, match="not a tool"):
+            session_toolkit(shell=False, tools=(name,))
+    with pytest.raises(ConfigurationError, match="cannot be imported"):
+        session_toolkit(shell=False, tools=("no_such_module_here:x",))
+    toolkit = session_toolkit(shell=False, tools=("cluster_tools:wait_then_say",))
+    assert toolkit.resolve("wait_then_say") is not None
+
+
+def test_a_call_without_a_result_for_a_ray_fault_says_its_outcome_is_unknown() -> None:
+    from ray.exceptions import ObjectLostError
+
+    from stockade.engine.cluster._outcomes import failed
+
+    call = read("a.txt", "c1")
+    result = failed(call, "s-1", ObjectLostError("ab" * 28, "", ""))
+    assert result.status == "error"
+    assert "unknown" in result.text
+    assert "NOT re-run" in result.text
+    assert "could not run" not in result.text  # it may well have run
+
+
+async def test_a_close_cut_short_still_kills_the_actor_and_ends_its_calls(
+    sessions: ClusterSessions, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    node = cluster.node_ids()[0]
+    session = await sessions.open(
+        spec(tmp_path, cores=1, node_id=node, tools=("cluster_tools:wait_then_say",))
+    )
+    running = session.submit(
+        ToolCall(name="wait_then_say", arguments={"seconds": 60, "text": "never"})
+    )
+    closing = asyncio.create_task(sessions.close(session.id))
+    await asyncio.sleep(0)  # the close is under way: it waits for the node
+    closing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await closing
+    assert (await asyncio.wait_for(running, 5)).status == "cancelled"
+    # the node's core is free: the closed session's actor was killed all the same
+    again = await sessions.open(spec(tmp_path, cores=1, node_id=node, open_timeout=4))
+    assert again.node_id == node

@@ -2001,3 +2001,43 @@ async def _call_with(arguments: Any) -> None:
 @given(arguments=ARGUMENTS)
 def test_arbitrary_arguments_always_give_a_result(arguments: Any) -> None:
     asyncio.run(_call_with(arguments))
+
+
+async def test_a_call_id_used_again_names_the_new_call() -> None:
+    """Once a call has its result, a new call with the same id is pending until its own result
+    comes: neither `calls.result` nor `calls.pending` answers with the old call's."""
+    from stockade.engine import Engine, ToolCall, Toolkit, tool
+
+    go = asyncio.Event()
+
+    @tool
+    async def say(text: str, wait: bool = False) -> str:
+        if wait:
+            await go.wait()
+        return text
+
+    kit = Toolkit()
+    kit.add(say)
+    async with Engine(kit) as engine:
+        first = await engine.call(ToolCall(id="again", name="say", arguments={"text": "first"}))
+        assert first.text == "first"
+        second = engine.submit(
+            ToolCall(id="again", name="say", arguments={"text": "second", "wait": True})
+        )
+        await asyncio.sleep(0.05)
+        assert engine.calls.result("again") is None
+        assert "again" in [c.id for c in engine.calls.pending]
+        go.set()
+        assert (await second).text == "second"
+        assert engine.calls.result("again").text == "second"  # type: ignore[union-attr]
+
+
+def test_registering_something_not_callable_names_its_type_not_its_contents() -> None:
+    """The error must not print the object: a mapping like os.environ holds secrets."""
+    from stockade.engine import Toolkit
+    from stockade.engine.errors import ToolDefinitionError
+
+    secrets = {"API_KEY": "sk-very-secret"}
+    with pytest.raises(ToolDefinitionError, match="cannot register a dict as a tool") as caught:
+        Toolkit().add(secrets)  # type: ignore[arg-type]
+    assert "sk-very-secret" not in str(caught.value)

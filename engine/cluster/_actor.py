@@ -29,6 +29,8 @@ from stockade.engine.messages import ErrorInfo, ToolCall, ToolChunk, ToolResult
 from stockade.engine.observe import AuditLog
 from stockade.engine.pipeline import Engine
 from stockade.engine.toolkit import Toolkit
+from stockade.engine.tools import RegisteredTool, ToolBase
+from stockade.engine.tools.attributes import SPEC_ATTRIBUTE
 from stockade.errors import ConfigurationError
 from stockade.sandbox import Mount, VirtualFS
 
@@ -53,8 +55,32 @@ def session_toolkit(*, shell: bool = True, tools: Iterable[str] = ()) -> Toolkit
                 f"tool {name!r} cannot be imported on this node ({type(exc).__name__}: {exc}); "
                 "install its package on every worker node"
             ) from exc
-        toolkit.add(found() if isinstance(found, type) else found)
+        toolkit.add(_declared_tool(name, found))
     return toolkit
+
+
+def _declared_tool(name: str, found: Any) -> Any:
+    """``found`` if it was declared a tool: a function marked ``@tool``, a `ToolBase` (a
+    subclass is built with no arguments) or a registered tool. Anything else a module holds
+    (``os:system``, ``builtins:eval``) would run as a tool unboxed on the node, so a name
+    that merely resolves is refused."""
+    if isinstance(found, type) and issubclass(found, ToolBase):
+        try:
+            return found()
+        except Exception as exc:
+            raise ConfigurationError(
+                f"tool {name!r}: its ToolBase class could not be built with no arguments "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
+    target = getattr(found, "__func__", found)
+    if isinstance(found, (ToolBase, RegisteredTool)) or (
+        not isinstance(found, type) and hasattr(target, SPEC_ATTRIBUTE)
+    ):
+        return found
+    raise ConfigurationError(
+        f"tool {name!r} is not a tool: that {type(found).__name__} was never declared one. "
+        "Mark the function with @tool (or make it a ToolBase) in its module"
+    )
 
 
 def cancelled_result(call: ToolCall, why: str) -> ToolResult:
@@ -130,6 +156,7 @@ class SessionActor:
         engine = self._engine()
         if self._closing:
             return cancelled_result(call, "the session is closing; the call was not run")
+        earlier = engine.calls.result(call.id)  # an id used before: never this call's result
         task = engine.submit(call)
         try:
             await asyncio.wait({task})
@@ -138,7 +165,9 @@ class SessionActor:
             await asyncio.wait({task})
         if task.cancelled():
             recorded = engine.calls.result(call.id)
-            return recorded or cancelled_result(call, "the session was closed while it ran")
+            if recorded is None or recorded is earlier:
+                return cancelled_result(call, "the session was closed while it ran")
+            return recorded
         return task.result()
 
     async def stream(self, call: ToolCall) -> AsyncIterator[ToolChunk]:
@@ -149,6 +178,7 @@ class SessionActor:
             yield ToolChunk(call.id, call.name, [], True, result)
             return
         queue: asyncio.Queue[ToolChunk | None] = asyncio.Queue()
+        earlier = engine.calls.result(call.id)  # an id used before: never this call's result
 
         async def pump() -> None:
             try:
@@ -167,8 +197,9 @@ class SessionActor:
                 if chunk.is_last:
                     return
             recorded = engine.calls.result(call.id)
-            result = recorded or cancelled_result(call, "the session was closed while it ran")
-            yield ToolChunk(call.id, call.name, [], True, result)
+            if recorded is None or recorded is earlier:
+                recorded = cancelled_result(call, "the session was closed while it ran")
+            yield ToolChunk(call.id, call.name, [], True, recorded)
         finally:  # the driver stopped reading: stop the tool (recorded as cancelled)
             if not task.done():
                 task.cancel()

@@ -63,12 +63,13 @@ def duplicate(call: ToolCall, session: str) -> ToolResult:
 
 def failed(call: ToolCall, session: str, exc: BaseException) -> ToolResult:
     """A call whose actor task failed for a reason other than the actor's loss (a fault in
-    the session's own code, a result that could not be sent back)."""
+    the session's own code, a result lost on its way back): it may have run all the same."""
     return made(
         call,
         "error",
         "SessionError",
-        f"session {session} could not run call {call.id} ({call.name}): {said(exc)}",
+        f"session {session} returned no result for call {call.id} ({call.name}): {said(exc)}. "
+        "Its outcome is unknown: it may or may not have run on the node, and it was NOT re-run",
     )
 
 

@@ -126,10 +126,10 @@ class ClusterSession:
         generator = self._refs[call.id]
         try:
             while True:
-                step = await self._unless_lost(generator.__anext__())
+                step = await self._unless_ended(generator.__anext__(), future)
                 if step is _LOST:
                     break
-                chunk = await self._unless_lost(step)
+                chunk = await self._unless_ended(step, future)
                 if chunk is _LOST:
                     break
                 if chunk.is_last:
@@ -170,9 +170,10 @@ class ClusterSession:
                 await asyncio.wait(waits, timeout=grace)
         except Exception as exc:  # a lost node: nothing left to cancel there
             log.info("session %s: closing on the node failed (%s)", self.id, outcomes.said(exc))
-        self._kill()
-        for call in list(self._calls.values()):
-            self._deliver(outcomes.closed(call, self.id))
+        finally:  # even when the closer is cancelled: no actor kept, no call left waiting
+            self._kill()
+            for call in list(self._calls.values()):
+                self._deliver(outcomes.closed(call, self.id))
 
     async def check(
         self, wait_s: float, misses: int, node_alive: Callable[[str], Awaitable[bool]]
@@ -236,6 +237,8 @@ class ClusterSession:
             return future
         self._waiting[call.id] = future
         self._calls[call.id] = call
+        # an id used again names this call from now on: `result` waits for its own result
+        self._results.pop(call.id, None)
         if self.state != "open":
             self._deliver(outcomes.refused(call, self.id, self.state, self.reason))
             return future
@@ -277,12 +280,13 @@ class ClusterSession:
             return f"its node died ({outcomes.said(exc)})"
         return f"its actor or its node died ({outcomes.said(exc)})"
 
-    async def _unless_lost(self, awaitable: Awaitable[Any]) -> Any:
-        """``awaitable``'s value, or `_LOST` as soon as the session is lost."""
+    async def _unless_ended(self, awaitable: Awaitable[Any], ended: asyncio.Future[Any]) -> Any:
+        """``awaitable``'s value, or `_LOST` as soon as the call has ended without it (its
+        session lost or closed: a node cut off may never answer the step itself)."""
         work = asyncio.ensure_future(awaitable)
         lost = asyncio.ensure_future(self._lost.wait())
         try:
-            await asyncio.wait({work, lost}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({work, lost, ended}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             lost.cancel()
         if work.done():

@@ -91,6 +91,7 @@ class ClusterSessions:
         self.close_grace = close_grace
         self._sessions: dict[str, ClusterSession] = {}
         self._monitor: asyncio.Task[None] | None = None
+        self._nodes_query: asyncio.Future[Any] | None = None  # at most one asks Ray at a time
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -100,11 +101,16 @@ class ClusterSessions:
         ConfigurationError when the session cannot be placed within ``spec.open_timeout``
         seconds or cannot open on its node (a missing workspace, a state folder inside it)."""
         if spec.policy_kind != "store":
-            spec.load_policy()  # a bad policy is said here, not after placing an actor
+            # a bad policy is said here, not after placing an actor; in a thread, so that a
+            # long policy never stalls the other sessions' results and health checks
+            await asyncio.to_thread(spec.load_policy)
         ray = self._ray
         actor = self._actor_class.options(**self._placement(spec)).remote(spec.model_dump())
         try:
             where = await asyncio.wait_for(actor.start.remote(), spec.open_timeout)
+        except asyncio.CancelledError:  # the caller gave up: the actor must not keep its node
+            ray.kill(actor, no_restart=True)
+            raise
         except TimeoutError:
             ray.kill(actor, no_restart=True)
             raise ConfigurationError(
@@ -215,13 +221,26 @@ class ClusterSessions:
                 await asyncio.gather(*checks, return_exceptions=True)
 
     async def _node_alive(self, node_id: str) -> bool:
-        """Whether Ray's control store counts the node alive (True when it cannot say)."""
+        """Whether Ray's control store counts the node alive (True when it cannot say). One
+        question in flight at a time, shared: a control store that never answers holds one
+        thread, not one more per check."""
+        query = self._nodes_query
+        if query is None or query.done():
+            query = asyncio.ensure_future(asyncio.to_thread(self._ray.nodes))
+            query.add_done_callback(_retrieved)
+            self._nodes_query = query
         try:
-            nodes = await asyncio.wait_for(asyncio.to_thread(self._ray.nodes), 2.0)
+            nodes = await asyncio.wait_for(asyncio.shield(query), 2.0)
         except Exception as exc:
             log.info("cluster: could not ask Ray for its nodes (%s)", said(exc))
             return True
         return any(n.get("NodeID") == node_id and n.get("Alive") for n in nodes)
+
+
+def _retrieved(query: asyncio.Future[Any]) -> None:
+    """Take a shared query's error, so that one nobody waited for is not reported unseen."""
+    if not query.cancelled():
+        query.exception()
 
 
 def _asked(spec: SessionSpec) -> str:

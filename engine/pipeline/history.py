@@ -85,6 +85,8 @@ class CallContext:
         """(Engine use.) Note a received call."""
         calls = self._calls
         calls[call.id] = call
+        if self._results.pop(call.id, None) is not None:  # an id used again names the new call
+            calls.move_to_end(call.id)
         if len(calls) > self._history:
             old, _ = calls.popitem(last=False)
             self._results.pop(old, None)

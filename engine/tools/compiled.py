@@ -182,7 +182,11 @@ def compile_function(
     are then the tool's unless ``name`` or ``description`` say otherwise) replaces the schema
     read from the signature; the other three shape that one (see `SchemaShape`)."""
     if not callable(fn):
-        raise ToolDefinitionError(f"cannot register {fn!r} as a tool: it is not callable")
+        # named by its type: the object itself may hold anything (os.environ holds secrets)
+        raise ToolDefinitionError(
+            f"cannot register a {type(fn).__name__} as a tool: it is not callable; register a "
+            "function or a ToolBase"
+        )
     spec = _spec_of(fn)
     given = None
     if json_schema is not None:
