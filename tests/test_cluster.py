@@ -334,6 +334,12 @@ async def test_a_node_killed_mid_call_ends_its_calls_as_errors_and_leaves_others
     (tmp_path / "still.txt").write_text("alive")
     assert (await survivor.call(read("still.txt"))).text == "alive"
     assert rows[survivor.id].state == "open"
+    # Ray may still place an actor on the dead node until it finds it dead: sessions opened
+    # now open all the same, on a live node (one placed on the dead node is placed again)
+    for _ in range(3):
+        fresh = await sessions.open(spec(tmp_path))
+        assert fresh.node_id != doomed_node.node_id
+        assert (await fresh.call(read("still.txt"))).text == "alive"
 
 
 async def test_a_session_follows_the_policy_store(

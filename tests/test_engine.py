@@ -2038,6 +2038,6 @@ def test_registering_something_not_callable_names_its_type_not_its_contents() ->
     from stockade.engine.errors import ToolDefinitionError
 
     secrets = {"API_KEY": "sk-very-secret"}
-    with pytest.raises(ToolDefinitionError, match="cannot register a dict as a tool") as caught:
+    with pytest.raises(ToolDefinitionError, match="of type dict as a tool") as caught:
         Toolkit().add(secrets)  # type: ignore[arg-type]
     assert "sk-very-secret" not in str(caught.value)

@@ -1080,7 +1080,7 @@ def paths_unknown(path: str) -> None: ...
         ),
         pytest.param(
             lambda: compiled(42),
-            ["42", "not callable"],
+            ["of type int", "not callable"],  # its type, never its contents (a secret, say)
             id="not-callable",
         ),
     ],

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from types import TracebackType
 from typing import Any
 
@@ -52,6 +53,13 @@ def joined_ray(address: str | None) -> Any:
         )
     ray.init(address=address, logging_level=logging.WARNING)
     return ray
+
+
+OPEN_ATTEMPTS = 3  # nodes tried for a session whose node dies before it opens
+
+
+class _NodeLost(StockadeError):
+    """(Within `ClusterSessions.open`.) The node a session was placed on died before it opened."""
 
 
 class ClusterSessions:
@@ -104,10 +112,35 @@ class ClusterSessions:
             # a bad policy is said here, not after placing an actor; in a thread, so that a
             # long policy never stalls the other sessions' results and health checks
             await asyncio.to_thread(spec.load_policy)
+        deadline = time.monotonic() + spec.open_timeout
+        for attempt in range(1, OPEN_ATTEMPTS + 1):
+            try:
+                actor, where = await self._start(spec, deadline)
+                break
+            except _NodeLost as lost:
+                # its node died before the session opened (Ray may place an actor on a node it
+                # has not yet found dead): nothing of the agent's ran, so place it again
+                if attempt == OPEN_ATTEMPTS or time.monotonic() >= deadline:
+                    raise ConfigurationError(
+                        f"the session could not open on its node ({_asked(spec)}): {lost}; "
+                        f"tried {attempt} nodes"
+                    ) from None
+                log.warning("a node died while opening a session (%s); placing it again", lost)
+        sid = f"s-{os.urandom(4).hex()}"
+        session = ClusterSession(sid, spec, actor, where["node_id"], where["node_ip"])
+        self._sessions[sid] = session
+        self._watch_health()
+        log.info("session %s opened on node %s (%s)", sid, session.node_id, session.node_ip)
+        return session
+
+    async def _start(self, spec: SessionSpec, deadline: float) -> tuple[Any, dict[str, str]]:
+        """Place one actor for ``spec`` and open its engine; the actor and where it runs.
+        Raises `_NodeLost` when its node died before it opened."""
         ray = self._ray
         actor = self._actor_class.options(**self._placement(spec)).remote(spec.model_dump())
         try:
-            where = await asyncio.wait_for(actor.start.remote(), spec.open_timeout)
+            left = max(deadline - time.monotonic(), 0.1)
+            where: dict[str, str] = await asyncio.wait_for(actor.start.remote(), left)
         except asyncio.CancelledError:  # the caller gave up: the actor must not keep its node
             ray.kill(actor, no_restart=True)
             raise
@@ -117,18 +150,16 @@ class ClusterSessions:
                 f"no node took the session within {spec.open_timeout:g} s: none offers "
                 f"{_asked(spec)}. Ask for less, add nodes, or raise open_timeout"
             ) from None
+        except ray.exceptions.ActorDiedError as exc:
+            ray.kill(actor, no_restart=True)
+            raise _NodeLost(said(exc)) from exc
         except Exception as exc:
             ray.kill(actor, no_restart=True)
             cause = getattr(exc, "cause", None) or exc
             raise ConfigurationError(
                 f"the session could not open on its node ({_asked(spec)}): {said(cause)}"
             ) from exc
-        sid = f"s-{os.urandom(4).hex()}"
-        session = ClusterSession(sid, spec, actor, where["node_id"], where["node_ip"])
-        self._sessions[sid] = session
-        self._watch_health()
-        log.info("session %s opened on node %s (%s)", sid, session.node_id, session.node_ip)
-        return session
+        return actor, where
 
     def _placement(self, spec: SessionSpec) -> dict[str, Any]:
         """Ray's options for the session's actor: what it reserves and where it may go."""

@@ -184,8 +184,8 @@ def compile_function(
     if not callable(fn):
         # named by its type: the object itself may hold anything (os.environ holds secrets)
         raise ToolDefinitionError(
-            f"cannot register a {type(fn).__name__} as a tool: it is not callable; register a "
-            "function or a ToolBase"
+            f"cannot register an object of type {type(fn).__name__} as a tool: it is not "
+            "callable; register a function or a ToolBase"
         )
     spec = _spec_of(fn)
     given = None
