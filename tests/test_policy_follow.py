@@ -5,13 +5,12 @@ The feed here is a stand-in holding ``current`` (the store's own tests drive the
 from __future__ import annotations
 
 import asyncio
+import tomllib
 from dataclasses import dataclass
-from tomllib import loads
 from typing import Annotated
 
 from stockade.engine import Engine, FromContext, ToolCall, Toolkit, tool
 from stockade.policies import Policy, ProcessSpec
-from stockade.policies.policy_file import parse
 
 
 @dataclass
@@ -23,7 +22,7 @@ class Feed:
 
 
 def following(text: str, feed: Feed | None = None) -> tuple[Policy, Feed]:
-    policy = Policy(parse(loads(text), source="<test>"), text=text)
+    policy = Policy.from_dict(tomllib.loads(text))
     if feed is None:
         feed = Feed(policy)
     policy.feed = feed  # type: ignore[assignment]

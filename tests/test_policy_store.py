@@ -8,6 +8,7 @@ import importlib.metadata
 import logging
 import threading
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,12 +49,8 @@ effect = "permit"
 """
 
 
-def policy_of(text: str, name: str = "<test>") -> Policy:
-    from tomllib import loads
-
-    from stockade.policies.policy_file import parse
-
-    return Policy(parse(loads(text), source=name), source=name, text=text)
+def policy_of(text: str) -> Policy:
+    return Policy.from_dict(tomllib.loads(text))
 
 
 @pytest.fixture
